@@ -1,0 +1,3 @@
+"""Root conftest: loads the suite's pytest plugin and fixtures for every run."""
+
+pytest_plugins = ["fixtures.plugin", "fixtures.engine_fixtures"]

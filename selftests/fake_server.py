@@ -1,0 +1,47 @@
+"""A stand-in for `vllm serve` in the suite's own tests: answers /health on --port.
+
+Behaviour is chosen by environment variables so launch configs can differ:
+  FAKE_MODE=ok (default) | exit (exit 3 at once) | hang (never healthy)
+  FAKE_CHILD=1            also start a child that ignores SIGTERM (group kill must reach it)
+  FAKE_LOG="text"         printed at start (runner / dev-mode log lines)
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    print(os.environ.get("FAKE_LOG", "fake server starting"), flush=True)
+    mode = os.environ.get("FAKE_MODE", "ok")
+    if mode == "exit":
+        print("fatal: refusing to start", flush=True)
+        sys.exit(3)
+    if os.environ.get("FAKE_CHILD") == "1":
+        subprocess.Popen([sys.executable, "-c",
+                          "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "time.sleep(600)"])
+    if mode == "hang":
+        time.sleep(600)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Catalog parsing is strict, and the catalog/test coverage check finds every mismatch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fixtures.catalog import CatalogError, coverage_problems, load_catalog, parse_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GOOD = """
+behaviours:
+  - id: area/thing-one
+    must: The engine MUST do one thing.
+    layer: contract
+    source: spec
+    status: required
+  - id: area/thing-two
+    must: The engine MUST do another thing.
+    layer: mechanism
+    source: spec
+    status: {"0.32": tentative, "0.33": tentative, layered: required}
+"""
+
+
+def test_good_catalog_parses_with_per_profile_status():
+    catalog = parse_catalog(GOOD)
+    assert catalog["area/thing-two"].status_for("layered") == "required"
+    assert catalog["area/thing-two"].status_for("0.32") == "tentative"
+    assert len(catalog.digest) == 64
+
+
+@pytest.mark.parametrize(
+    ("mutation", "message"),
+    [
+        (("layer: contract", "layer: contract\n    colour: red"), "unknown keys"),
+        (("area/thing-two", "area/thing-one"), "duplicate ID"),
+        (("MUST do one", "should do one"), "has no MUST"),
+        (("area/thing-one", "Area Thing"), "IDs are lower-case"),
+        (("status: required", "status: maybe"), "unknown status"),
+        (('"0.33": tentative, ', ""), "must name every profile"),
+        (("    source: spec\n    status: required", "    status: required"), "missing keys"),
+    ],
+)
+def test_malformed_catalogs_are_refused(mutation, message):
+    old, new = mutation
+    with pytest.raises(CatalogError, match=message):
+        parse_catalog(GOOD.replace(old, new, 1))
+
+
+def test_coverage_problems_cover_every_kind_of_mismatch():
+    catalog = parse_catalog(GOOD)
+    problems = coverage_problems(
+        catalog,
+        {"t.py::no_id": [], "t.py::unknown": ["area/nope"], "t.py::a": ["area/thing-one"],
+         "t.py::b": ["area/thing-one"], "t.py::two": ["area/thing-one", "area/thing-two"]},
+        complete=True,
+    )
+    text = "\n".join(problems)
+    assert "no_id: declares 0 behaviour IDs" in text
+    assert "unknown: behaviour 'area/nope' is not in the catalog" in text
+    assert "b: behaviour 'area/thing-one' is already tested by t.py::a" in text
+    assert "two: declares 2 behaviour IDs" in text
+    assert "catalog behaviour 'area/thing-two' has no test" in text
+    partial = coverage_problems(catalog, {"t.py::a": ["area/thing-one"]}, complete=False)
+    assert partial == []
+
+
+def test_the_real_catalog_loads():
+    catalog = load_catalog()
+    assert all(b.must and b.source for b in catalog.behaviours.values())
+
+
+def _collect(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_real_tree_matches_the_catalog():
+    proc = _collect()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("runner", ["MRV1", "MRV2"])
+def test_dash_k_selects_exactly_one_runner(runner):
+    proc = _collect("-k", runner)
+    ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]
+    assert ids and all(f"[{runner}-" in ln for ln in ids), proc.stdout
+    other = "MRV2" if runner == "MRV1" else "MRV1"
+    assert not any(other in ln for ln in ids)
+
+
+def test_a_test_without_an_id_fails_collection(tmp_path):
+    bad = ROOT / "conformance" / "test_selftest_no_id_tmp.py"
+    bad.write_text(textwrap.dedent("""
+        def test_nothing(engine):
+            pass
+    """))
+    try:
+        proc = _collect()
+    finally:
+        bad.unlink()
+    assert proc.returncode != 0
+    assert "test_nothing: declares 0 behaviour IDs" in proc.stdout + proc.stderr

@@ -3,12 +3,10 @@
 import pytest
 
 from fixtures.client import wait_until
+from fixtures.engine import HOLD_WINDOW_S
 from fixtures.expect import finished_fully, reply_is
 
 MAX_TOKENS = 32
-# How long a held request is watched for an answer it must not get. An observation window,
-# not a performance limit: a wrongly resumed engine answers 32 tokens in well under it.
-HOLD_WINDOW_S = 3.0
 
 
 @pytest.mark.behaviour("gating/partial-wake-holds-requests")

@@ -1,0 +1,44 @@
+"""A request that arrives while the engine is paused: held or rejected, per profile."""
+
+import pytest
+
+from fixtures import judges
+from fixtures.client import wait_until
+from fixtures.engine import HOLD_WINDOW_S
+from fixtures.expect import reply_is
+from fixtures.profiles import MODES, PROFILES
+
+MAX_TOKENS = 48
+
+
+@pytest.mark.behaviour("custody/late-arrival")
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "nonstream"])
+@pytest.mark.parametrize("mode", MODES)
+def test_late_arrival(engine, mode, stream):
+    fate = PROFILES[engine.profile].late_arrival[mode]
+    prompt = f"arrives late during pause {mode}"
+    reference = engine.reference(prompt, MAX_TOKENS)
+    reply_is(engine.control.pause(mode), 200, {"status": "paused"})
+    late = engine.gen.start(prompt, MAX_TOKENS, stream=stream)
+
+    if fate == "rejected":
+        assert late.done.wait(engine.request_timeout), "rejection did not come back"
+        problems = judges.rejected_while_paused(late)
+        assert not problems, f"profile {engine.profile}, mode {mode}: " + "; ".join(problems)
+        reply_is(engine.control.resume(), 200, {"status": "resumed"})
+        retry = engine.complete(prompt, MAX_TOKENS, stream=stream)
+        problems = judges.completed(retry, MAX_TOKENS, reference=reference)
+        assert not problems, "the same request after /resume: " + "; ".join(problems)
+        return
+
+    load = engine.wait_load(at_least=1)
+    assert load >= 1, f"the late request was not accepted: /load stayed {load}"
+    answered = wait_until(late.done.is_set, HOLD_WINDOW_S)
+    assert not answered, (
+        f"profile {engine.profile} holds it, but it was answered while paused: {late.summary()}"
+    )
+    assert engine.control.health() == 200, "/health must stay 200 while a request is held"
+    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    assert late.done.wait(engine.request_timeout), "held request did not finish after /resume"
+    problems = judges.completed(late, MAX_TOKENS, reference=reference)
+    assert not problems, "held request after /resume: " + "; ".join(problems)

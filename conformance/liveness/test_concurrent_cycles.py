@@ -68,6 +68,8 @@ def test_concurrent_cycles(engine):
             rejected = not judges.rejected_while_paused(gen)
             if not (allowed_503 and rejected):
                 problems.append(f"request failed: {gen.error!r}")
+        elif gen.finish_reason is None and not gen.completion_tokens:
+            continue  # ended while still queued, cut by the sleep's abort: custody/abort-before-first-token
         elif gen.finish_reason not in ("length", "abort"):
             problems.append(f"request ended with {gen.finish_reason!r}: {gen.summary()}")
     if any(code != 200 for code in health):

@@ -1,0 +1,64 @@
+"""Contract judges on hand-made records: each passes what it should and catches the break."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures import judges
+from fixtures.client import Generation, StreamError
+from thresholds import load_limits
+
+
+def record(reasons, tokens, ids=(), error=None) -> Generation:
+    gen = Generation(stream=True)
+    gen.finish_reasons = dict(enumerate(reasons))
+    gen.completion_tokens = tokens
+    gen.token_ids = list(ids)
+    gen.error = error
+    return gen
+
+
+def test_aborted_accepts_a_cut_request_and_catches_the_others():
+    assert judges.aborted(record(["abort"], 10), 100) == []
+    assert judges.aborted(record(["abort", "abort"], 20), 100, n=2) == []
+    ran_out = judges.aborted(record(["length"], 100), 100)
+    assert any("expected all 'abort'" in p for p in ran_out)
+    assert any("ran to its end" in p for p in ran_out)
+    assert judges.aborted(record(["abort", None], 5), 100, n=2)  # one choice left hanging
+    assert judges.aborted(record([None], 0), 100)  # ended with no finish reason
+
+
+def test_completed_checks_length_reason_and_ids():
+    ids = list(range(8))
+    assert judges.completed(record(["length"], 8, ids), 8, reference=ids) == []
+    lost_token = judges.completed(record(["length"], 8, [*ids[:3], *ids[4:], 99]), 8, reference=ids)
+    assert any("from position 3" in p for p in lost_token)
+    assert judges.completed(record(["abort"], 3, ids[:3]), 8)
+    assert judges.completed(record(["length"], 7, ids[:7]), 8)
+    assert judges.completed(record(["length"], 8, ids, error=RuntimeError("x")), 8)
+
+
+def test_frozen_needs_a_still_count_and_an_unfinished_request():
+    assert judges.frozen(40, 40, 100) == []
+    assert judges.frozen(40, 52, 100) == ["12 tokens arrived while paused (40 -> 52)"]
+    assert judges.frozen(100, 100, 100)  # finished before the pause: nothing was frozen
+
+
+def test_rejected_while_paused_reads_both_transports():
+    body = {"error": {"message": "Generation is paused. Please retry after it resumes.",
+                      "type": "ServiceUnavailableError", "code": 503}}
+    assert judges.rejected_while_paused(record([], None, error=StreamError(503, body))) == []
+    event = {"error": {**body["error"], "type": "InternalServerError"}}  # chat stream: HTTP 200
+    assert judges.rejected_while_paused(record([], None, error=StreamError(200, event))) == []
+    assert judges.rejected_while_paused(record(["length"], 8))  # held and served instead
+    other = {"error": {"message": "queue full", "code": 503}}
+    assert judges.rejected_while_paused(record([], None, error=StreamError(503, other)))
+
+
+@pytest.mark.parametrize(("observed", "ok"), [(0.0, True), (0.01, True), (0.0100001, False)])
+def test_logprob_limit_at_below_and_above(observed, ok):
+    limit = load_limits()[("golden/after-wake", "max_abs_logprob_diff")]
+    message = limit.check(observed)
+    assert (message is None) == ok
+    if not ok:
+        assert "observed" in message and "limit <= 0.01 nats" in message

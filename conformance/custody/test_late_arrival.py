@@ -3,9 +3,7 @@
 import pytest
 
 from fixtures import judges
-from fixtures.client import wait_until
-from fixtures.engine import HOLD_WINDOW_S
-from fixtures.expect import reply_is
+from fixtures.expect import held, reply_is
 from fixtures.profiles import MODES, PROFILES
 
 MAX_TOKENS = 48
@@ -31,13 +29,7 @@ def test_late_arrival(engine, mode, stream):
         assert not problems, "the same request after /resume: " + "; ".join(problems)
         return
 
-    load = engine.wait_load(at_least=1)
-    assert load >= 1, f"the late request was not accepted: /load stayed {load}"
-    answered = wait_until(late.done.is_set, HOLD_WINDOW_S)
-    assert not answered, (
-        f"profile {engine.profile} holds it, but it was answered while paused: {late.summary()}"
-    )
-    assert engine.control.health() == 200, "/health must stay 200 while a request is held"
+    held(engine, late, f"profile {engine.profile}, /pause?mode={mode}")
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     assert late.done.wait(engine.request_timeout), "held request did not finish after /resume"
     problems = judges.completed(late, MAX_TOKENS, reference=reference)

@@ -24,12 +24,6 @@ def test_pause_in_flight(engine, mode, stream, api):
             return engine.control.pause("keep", clear_cache=False)
         return engine.control.pause(mode.removesuffix("-recompute"))
 
-    paused = {"status": "paused"}
-    if mode == "abort":
-        problems = custody.abort_fate(engine, gen, size, pause, paused)
-    elif mode == "wait":
-        problems = custody.wait_fate(engine, gen, size, pause, paused, reference)
-    else:
-        problems = custody.keep_fate(engine, gen, size, pause, paused, engine.control.resume,
-                                     reference)
+    problems = custody.fate(engine, mode.removesuffix("-recompute"), gen, size, pause,
+                            {"status": "paused"}, engine.control.resume, reference)
     assert not problems, f"/pause?mode={mode}: " + "; ".join(problems)

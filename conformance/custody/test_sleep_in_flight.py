@@ -21,12 +21,6 @@ def test_sleep_in_flight(engine, level, mode):
     def sleep():
         return engine.control.sleep(level, mode)
 
-    asleep = {"status": "sleeping", "level": level}
-    if mode == "abort":
-        problems = custody.abort_fate(engine, gen, size, sleep, asleep)
-    elif mode == "wait":
-        problems = custody.wait_fate(engine, gen, size, sleep, asleep, reference)
-    else:
-        problems = custody.keep_fate(engine, gen, size, sleep, asleep, engine.control.wake_up,
-                                     reference)
+    problems = custody.fate(engine, mode, gen, size, sleep, {"status": "sleeping", "level": level},
+                            engine.control.wake_up, reference)
     assert not problems, f"/sleep?level={level}&mode={mode}: " + "; ".join(problems)

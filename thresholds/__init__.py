@@ -155,21 +155,3 @@ def file_digest(path: Path = THRESHOLDS_PATH) -> str:
 def policy(path: Path = THRESHOLDS_PATH) -> dict[str, str]:
     data = yaml.safe_load(path.read_text())
     return {k: " ".join(str(v).split()) for k, v in data["policy"].items()}
-
-
-_ACTIVE: dict[str, Limit] = {}
-
-
-def activate(limits: Mapping[str, Limit]) -> None:
-    """The run's effective limits (set once by the plugin after preflight)."""
-    _ACTIVE.clear()
-    _ACTIVE.update(limits)
-
-
-def limit(behaviour: str, name: str) -> Limit:
-    """The effective limit for this run, or the file's default outside a run."""
-    key = f"{behaviour}:{name}"
-    table = _ACTIVE or load_limits()
-    if key not in table:
-        raise ThresholdError(f"no limit {key!r} in {THRESHOLDS_PATH.name}")
-    return table[key]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from thresholds import Limit, Measurement
 
@@ -68,12 +68,15 @@ def device_memory_stable(residual_per_cycle: Sequence[int], limits: Limits) -> l
     return [_get(limits, "mechanism/device-memory-stable", "residual_growth_per_cycle").judge(slope)]
 
 
-def latency(samples: Mapping[str, Sequence[float]], limits: Limits) -> list[Measurement]:
-    """Median of each operation's samples against '<operation>_seconds'."""
-    return [
-        _get(limits, "mechanism/latency", f"{op}_seconds").judge(statistics.median(values))
-        for op, values in samples.items() if values
-    ]
+def latency(samples: Mapping[str, Sequence[float]], limits: Limits,
+            source: str = "") -> list[Measurement]:
+    """Median of each operation's samples against '<operation>_seconds'; source labels them."""
+    found = []
+    for op, values in samples.items():
+        if values:
+            m = _get(limits, "mechanism/latency", f"{op}_seconds").judge(statistics.median(values))
+            found.append(replace(m, name=f"{m.name} [{source}]") if source else m)
+    return found
 
 
 def logprob_drift(golden: Sequence[float], now: Sequence[float], limits: Limits) -> list[Measurement]:

@@ -4,7 +4,6 @@ import pytest
 
 from fixtures.engine import Engine
 from fixtures.expect import reply_is
-from thresholds import limit
 
 PROMPT = "golden output across sleep and wake"
 TOKENS = 64
@@ -26,7 +25,7 @@ def golden(engine: Engine):
     return engine.server.facts[key]
 
 
-def compare(engine: Engine, reference, context: str) -> list[str]:
+def compare(engine: Engine, reference, context: str, limits) -> list[str]:
     now = capture(engine)
     problems = []
     if now.token_ids != reference.token_ids:
@@ -36,7 +35,7 @@ def compare(engine: Engine, reference, context: str) -> list[str]:
     else:
         drift = max((abs(a - b) for a, b in zip(now.logprobs, reference.logprobs, strict=True)),
                     default=0.0)
-        message = limit("golden/after-wake", "max_abs_logprob_diff").check(drift)
+        message = limits["golden/after-wake:max_abs_logprob_diff"].check(drift)
         if message:
             problems.append(f"{context}: {message}")
     return problems
@@ -54,7 +53,7 @@ SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first",
 
 @pytest.mark.behaviour("golden/after-wake")
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_golden_after_wake(seeded_engine, scenario, record_property):
+def test_golden_after_wake(seeded_engine, scenario, limits, record_property):
     engine = seeded_engine
     reference = golden(engine)
     problems: list[str] = []
@@ -68,7 +67,7 @@ def test_golden_after_wake(seeded_engine, scenario, record_property):
     elif scenario == "five-staged-cycles":
         for cycle in range(1, STAGED_CYCLES + 1):
             staged(engine, ("weights", "kv_cache"))
-            problems += compare(engine, reference, f"after staged cycle {cycle}")
+            problems += compare(engine, reference, f"after staged cycle {cycle}", limits)
     else:
         reply_is(engine.control.sleep(2), 200, {"status": "sleeping", "level": 2})
         reply_is(engine.control.wake_up(["weights"]), 200, {"status": "sleeping"})
@@ -79,5 +78,5 @@ def test_golden_after_wake(seeded_engine, scenario, record_property):
             # Level 2 discards nothing on CPU: the reload restores what was never lost.
             record_property("platform_note", "cpu: level-2 sleep is a no-op; reload not exercised")
     if scenario != "five-staged-cycles":
-        problems += compare(engine, reference, f"after {scenario}")
+        problems += compare(engine, reference, f"after {scenario}", limits)
     assert not problems, "; ".join(problems)

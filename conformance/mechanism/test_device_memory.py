@@ -21,7 +21,7 @@ GIB = 1 << 30
 
 
 @pytest.fixture
-def gpu_engine(target, request):
+def gpu_engine(runnable, target, request):
     """Skip before any server is touched when the platform has no device memory to read."""
     reason = device.device_skip_reason(target.platform)
     if reason:

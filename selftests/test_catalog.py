@@ -125,3 +125,17 @@ def test_findings_name_catalogued_behaviours_and_real_profiles(tmp_path):
     with pytest.raises(CatalogError, match="must name profiles"):
         load_findings(catalog, good)
     assert load_findings(load_catalog())  # the real file loads against the real catalog
+
+
+def test_behaviour_selection_deselects_the_rest():
+    proc = _collect("-k", "MRV1", "--lifecycle-behaviours", "custody/late-arrival,flags/")
+    ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]
+    assert ids and all("/custody/test_late_arrival.py" in ln or "/flags/" in ln for ln in ids), proc.stdout
+    bad = _collect("--lifecycle-behaviours", "custody")
+    assert bad.returncode != 0 and "names no catalogued behaviour" in bad.stdout + bad.stderr
+
+
+def test_repeat_makes_rounds_of_every_instance():
+    proc = _collect("-k", "MRV1 and awake_baseline", "--lifecycle-repeat", "3")
+    ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]
+    assert len(ids) == 3 and all(f"round{n}" in ln for n, ln in zip((1, 2, 3), ids, strict=True)), ids

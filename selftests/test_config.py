@@ -55,3 +55,26 @@ def test_explicit_profile_wins_and_unparsable_version_is_an_error():
     assert resolve_profile("layered", "0.32.0") == "layered"
     with pytest.raises(ConfigError, match="set --lifecycle-profile"):
         resolve_profile("auto", "main-dev")
+
+
+def test_fault_selection_and_soak_options():
+    config = make({"--lifecycle-fault": "keep-aborts",
+                   "--lifecycle-behaviours": "custody/, flags/awake-baseline",
+                   "--lifecycle-layer": "contract", "--lifecycle-repeat": "3"})
+    assert config.fault == "keep-aborts" and config.repeat == 3 and config.layer == "contract"
+    assert config.behaviours == ("custody/", "flags/awake-baseline")
+    assert make().fault is None and make().repeat == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"--lifecycle-fault": "typo"}, "--lifecycle-fault: unknown fault 'typo'"),
+        ({"--lifecycle-layer": "both"}, "--lifecycle-layer: 'both' is not one of contract, mechanism"),
+        ({"--lifecycle-repeat": "0"}, "--lifecycle-repeat: must be positive"),
+    ],
+)
+def test_bad_detection_options_name_the_option(options, message):
+    with pytest.raises(ConfigError) as err:
+        make(options)
+    assert message in str(err.value)

@@ -53,3 +53,35 @@ def test_which_arguments_cover_the_conformance_tree():
     assert plugin._covers_conformance(["conformance/flags/test_sleep_flags.py::x"], root) == (True, False)
     assert plugin._covers_conformance(["selftests"], root) == (False, False)
     assert Path(plugin.CONFORMANCE_DIR).is_dir()
+
+
+def test_verdict_names_an_injected_fault():
+    tally = dict.fromkeys(plugin._SEVERITY, 0) | {"pass": 1}
+    assert plugin.verdict_line(tally, "keep-aborts").startswith("FAULT INJECTED (keep-aborts): CONFORMANCE")
+
+
+def _rec(nodeid, behaviour, outcome, rnd):
+    return {"nodeid": nodeid, "behaviour": behaviour, "outcome": outcome, "round": rnd}
+
+
+def test_soak_summary_counts_failures_per_round_and_flaky_behaviours():
+    records = [_rec("a[round1]", "x/a", "pass", 1), _rec("a[round2]", "x/a", "fail", 2),
+               _rec("b[round1]", "x/b", "fail", 1), _rec("b[round2]", "x/b", "error", 2)]
+    soak = plugin.soak_summary(records)
+    assert soak["rounds"] == 2 and soak["flake_count"] == 3
+    assert soak["failures_per_round"] == {"1": 1, "2": 2}
+    assert soak["flaky_behaviours"] == ["x/a"]  # x/b failed every round: broken, not flaky
+
+
+def test_behaviour_selection_by_id_prefix_and_layer():
+    from fixtures.catalog import load_catalog
+
+    catalog = load_catalog()
+    custody = plugin.selected_ids(catalog, ("custody/",), None)
+    assert custody and all(b.startswith("custody/") for b in custody)
+    assert plugin.selected_ids(catalog, ("flags/awake-baseline",), None) == {"flags/awake-baseline"}
+    mechanism = plugin.selected_ids(catalog, (), "mechanism")
+    assert mechanism and all(catalog.behaviours[b].layer == "mechanism" for b in mechanism)
+    assert not plugin.selected_ids(catalog, ("custody/",), "mechanism")
+    with pytest.raises(pytest.UsageError, match="'custody' names no catalogued behaviour"):
+        plugin.selected_ids(catalog, ("custody",), None)

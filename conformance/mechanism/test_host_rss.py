@@ -4,6 +4,7 @@ import pytest
 
 from fixtures.device import tree_rss_bytes
 from fixtures.expect import reply_is
+from fixtures.external import needs_own_process
 from thresholds import judges
 
 CYCLES = 10
@@ -11,6 +12,7 @@ CYCLES = 10
 
 @pytest.mark.behaviour("mechanism/host-rss-stable")
 def test_host_rss_stable(engine, limits, measure, record_property):
+    needs_own_process(engine.server)
     engine.complete("warm the allocator before measuring", 64)
     series = []
     for _ in range(CYCLES):

@@ -1,0 +1,67 @@
+"""External-target mode on a fake server: the probe, its one-line errors, and which tests apply."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from fixtures.config import build_config
+from fixtures.errors import ConfigError
+from fixtures.external import ExternalManager, needs_own_process, probe_external
+from fixtures.server import LaunchConfig, free_port
+from fixtures.variants import VARIANTS
+from selftests.conftest import fake_config
+
+MRV1 = next(v for v in VARIANTS if v.name == "MRV1-eager")
+MRV2 = next(v for v in VARIANTS if v.name == "MRV2-eager")
+
+
+def test_probe_reads_version_runner_and_model(fake_manager):
+    server = fake_manager.acquire(fake_config())
+    facts = probe_external(server.url, MRV1)
+    assert facts.model == "fake-model" and facts.v2_runner is False
+    assert facts.target.vllm_version == "0.32.0"
+
+
+def test_probe_refuses_a_server_running_another_runner(fake_manager):
+    server = fake_manager.acquire(fake_config(FAKE_RUNNER_V2="1"))
+    with pytest.raises(ConfigError, match=r"declared MRV1-eager .* reports VLLM_USE_V2_MODEL_RUNNER=1"):
+        probe_external(server.url, MRV1)
+    assert probe_external(server.url, MRV2).v2_runner is True
+
+
+def test_an_unreachable_url_is_one_line():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ConfigError) as err:
+        probe_external(url, MRV1, timeout=2)
+    assert str(err.value).startswith(f"--lifecycle-target-url: cannot reach {url}/health")
+    assert "\n" not in str(err.value)
+
+
+def test_only_the_default_config_applies_to_an_external_target():
+    manager = ExternalManager("http://127.0.0.1:9")
+    default = LaunchConfig(variant=MRV1, model="m", served_model_name="m")
+    server = manager.acquire(default)
+    assert server.url == "http://127.0.0.1:9" and server.proc is None and manager.current is server
+    for other in (default.isolated(), dataclasses.replace(default, dev_mode=False, label="no-dev"),
+                  default.with_args("--api-key", "k", label="api-key")):
+        with pytest.raises(pytest.skip.Exception, match="not applicable to an external target"):
+            manager.acquire(other)
+    with pytest.raises(pytest.skip.Exception, match="inspects the server process"):
+        needs_own_process(server)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"--lifecycle-target-url": "localhost:8000"}, r"is not an http\(s\) URL"),
+    ({"--lifecycle-target-url": "http://127.0.0.1:8000"}, "declare the server's variant"),
+    ({"--lifecycle-target-url": "http://127.0.0.1:8000", "--lifecycle-variants": "MRV1-eager"},
+     "declare the contract profile"),
+])
+def test_external_target_options_are_declared(options, message):
+    with pytest.raises(ConfigError, match=message):
+        build_config(options.get, {}, Path("/tmp/r"))
+    good = {"--lifecycle-target-url": "http://127.0.0.1:8000/", "--lifecycle-variants": "MRV1-eager",
+            "--lifecycle-profile": "0.32"}
+    assert build_config(good.get, {}, Path("/tmp/r")).target_url == "http://127.0.0.1:8000"

@@ -1,0 +1,138 @@
+"""The human report and the certification bundle, on hand-made results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures import certify, report
+from fixtures.catalog import load_catalog
+from fixtures.config import build_config
+from fixtures.errors import ConfigError
+
+CATALOG = load_catalog()
+
+
+def results_for(outcomes: dict[str, str] | None = None, **extra):
+    """A run where every required behaviour (profile 0.32) passed on MRV1-eager."""
+    outcomes = outcomes or {}
+    records = []
+    for bid, behaviour in sorted(CATALOG.behaviours.items()):
+        if behaviour.status_for("0.32") != "required":
+            continue
+        records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}]", "behaviour": bid,
+                        "variant": "MRV1-eager", "outcome": outcomes.get(bid, "pass"), "message": ""})
+    records.append({"nodeid": "conformance/x.py::t[MRV2-eager]", "behaviour": "flags/awake-baseline",
+                    "variant": "MRV2-eager", "outcome": "skip", "message": "needs Triton"})
+    base = {"certified": True, "profile": "0.32", "catalog_sha256": CATALOG.digest,
+            "thresholds": {"file_sha256": "t" * 64, "overrides": {}}, "fault": None,
+            "selection": {"behaviours": [], "layer": None}, "verdict": "CONFORMANCE PASS -- x",
+            "suite": {"version": "0.1.0", "commit": "abc"}, "target": {"platform": "cpu"},
+            "model": "/somewhere/tiny-llama-0123", "variants": ["MRV1-eager", "MRV2-eager"],
+            "servers": {"starts": 1}, "results": records}
+    return base | extra
+
+
+def test_matrix_takes_the_worst_outcome_of_each_cell():
+    records = [{"behaviour": "a/x", "variant": "V", "outcome": "pass"},
+               {"behaviour": "a/x", "variant": "V", "outcome": "fail"},
+               {"behaviour": "a/x", "variant": "W", "outcome": "skip"}]
+    behaviours, variants, cells = report.matrix(records)
+    assert behaviours == ["a/x"] and variants == ["V", "W"]
+    assert cells == {("a/x", "V"): "fail", ("a/x", "W"): "skip"}
+
+
+def test_reports_carry_verdict_fingerprint_matrix_and_plots():
+    results = results_for({"flags/sleep-level": "fail"})
+    results["results"][0]["properties"] = {"rss_bytes_per_cycle": [2**30, 2**30 + 2**20]}
+    md = report.render_markdown(results)
+    assert md.startswith("# vLLM lifecycle conformance report") and "CONFORMANCE PASS" in md
+    assert "| flags/sleep-level | fail |  |" in md  # MRV2-eager has no instance of it
+    assert "tiny-llama-0123" in md and "/somewhere" not in md  # no machine path in a report
+    page = report.render_html(results)
+    assert page.startswith("<!DOCTYPE html>") and 'id="matrix"' in page and "<svg" in page
+    assert "host RSS across sleep/wake cycles" in page
+
+
+def test_a_complete_passing_run_certifies_and_gaps_do_not():
+    assert certify.run_problems(results_for(), CATALOG) == []
+    failed = certify.run_problems(results_for({"flags/sleep-level": "finding"}), CATALOG)
+    assert failed == ["MRV1-eager: required flags/sleep-level did not pass (finding)"]
+    missing = results_for()
+    missing["results"] = [r for r in missing["results"] if r["behaviour"] != "flags/full-wake"]
+    assert "MRV1-eager: required flags/full-wake did not run" in certify.run_problems(missing, CATALOG)
+    loosened = results_for(thresholds={"file_sha256": "t", "overrides": {"a:b": 1.0}}, fault="x")
+    problems = certify.run_problems(loosened, CATALOG)
+    assert any("overrides" in p for p in problems) and any("fault" in p for p in problems)
+
+
+def make_bundle(folder: Path, results=None, product=True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(results or results_for()))
+    (folder / "server-logs").mkdir(exist_ok=True)
+    (folder / "server-logs" / "s.log").write_text("log\n")
+    certify.seal(folder)
+    if product:
+        (folder / certify.PRODUCT).write_text("vendor: V\nproduct: P\nversion: '1'\nhardware: H\n"
+                                              "contact: c@example.org\n")
+    return folder
+
+
+def test_the_checker_accepts_a_good_bundle(tmp_path):
+    bundle = make_bundle(tmp_path / "b")
+    assert certify.check_bundle(bundle, CATALOG, "t" * 64) == []
+    assert certify.main(["check", str(bundle)]) == 1  # this suite's real thresholds hash differs
+
+
+def test_the_checker_rejects_a_tampered_bundle(tmp_path):
+    bundle = make_bundle(tmp_path / "b")
+    text = (bundle / "results.json").read_text().replace('"fail"', '"pass"').replace("abc", "abd")
+    (bundle / "results.json").write_text(text)
+    (bundle / "extra.txt").write_text("added later")
+    problems = certify.check_bundle(bundle, CATALOG, "t" * 64)
+    assert "results.json: changed after the run (sha256 differs from the manifest)" in problems
+    assert "extra.txt: not in the manifest" in problems
+
+
+def test_the_checker_rejects_an_unfilled_product_or_a_plain_run(tmp_path):
+    bundle = make_bundle(tmp_path / "b", product=False)
+    assert "PRODUCT.yaml: vendor is not filled in" in certify.check_bundle(bundle, CATALOG, "t" * 64)
+    plain = make_bundle(tmp_path / "p", results=results_for(certified=None))
+    assert any("not made in certified mode" in p for p in certify.check_bundle(plain, CATALOG, "t" * 64))
+
+
+def test_the_checker_cli_names_bad_usage(tmp_path, capsys):
+    assert certify.main([]) == 2
+    assert certify.main(["check", str(tmp_path / "none")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--lifecycle-threshold", "--lifecycle-behaviours", "--lifecycle-layer",
+                                    "--lifecycle-fault", "--lifecycle-variants"])
+def test_certified_mode_refuses_what_would_loosen_it(option):
+    values = {"--lifecycle-threshold": "mechanism/latency:sleep_seconds=9",
+              "--lifecycle-behaviours": "flags/", "--lifecycle-layer": "contract",
+              "--lifecycle-fault": "keep-aborts", "--lifecycle-variants": "MRV1-eager"}
+    options = {"--lifecycle-certify": True, option: values[option]}
+    with pytest.raises(ConfigError, match=f"--lifecycle-certify: not allowed together with {option}"):
+        build_config(options.get, {}, Path("/tmp/suite-root"))
+    assert build_config({"--lifecycle-certify": True}.get, {}, Path("/tmp/r")).certify
+    assert build_config({}.get, {"VLLM_LIFECYCLE_CERTIFY": "1"}, Path("/tmp/r")).certify
+
+
+def test_the_html_report_renders_in_a_headless_browser(tmp_path):
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
+    page = tmp_path / "report.html"
+    page.write_text(report.render_html(results_for({"flags/sleep-level": "fail"})))
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                           page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert 'id="matrix"' in dom and 'id="fingerprint"' in dom and "flags/sleep-level" in dom

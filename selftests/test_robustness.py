@@ -102,3 +102,17 @@ def test_an_interrupted_run_leaves_a_report_and_no_server(fake_python, tmp_path,
     assert results["verdict"].startswith("CONFORMANCE FAIL"), results["verdict"]
     time.sleep(1)
     assert not fake_servers_alive(report), f"a server outlived the interrupted run:\n{out}"
+
+
+def test_a_hung_engine_is_cut_by_the_request_timeout(fake_manager):
+    from fixtures.client import ControlPlane
+    from selftests.conftest import fake_config
+
+    server = fake_manager.acquire(fake_config(FAKE_POST="hang"))
+    control = ControlPlane(server.url, timeout=1.0, ensure_alive=server.ensure_alive)
+    began = time.monotonic()
+    with pytest.raises(AssertionError, match="got no answer within 1 s"):
+        control.pause("abort")
+    assert time.monotonic() - began < 10
+    fake_manager.release()  # the whole group goes, the hung handler with it
+    assert not server.alive()

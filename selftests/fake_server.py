@@ -38,7 +38,11 @@ def main() -> None:
     runner = int(os.environ.get("FAKE_RUNNER_V2", "0"))
     answers = {
         "/version": {"version": "0.32.0"},
-        "/server_info?config_format=json": {"vllm_env": {"VLLM_USE_V2_MODEL_RUNNER": runner}},
+        "/server_info?config_format=json": {
+            "vllm_env": {"VLLM_USE_V2_MODEL_RUNNER": runner},
+            "vllm_config": {"device_config": {"device": "cpu"}},
+            "system_env": {"torch_version": "2.13.0+cpu", "is_cuda_available": "False"},
+        },
         "/v1/models": {"data": [{"id": "fake-model"}]},
     }
 

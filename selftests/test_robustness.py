@@ -116,3 +116,14 @@ def test_a_hung_engine_is_cut_by_the_request_timeout(fake_manager):
     assert time.monotonic() - began < 10
     fake_manager.release()  # the whole group goes, the hung handler with it
     assert not server.alive()
+
+
+def test_a_harness_error_inside_a_tentative_test_is_an_error_not_a_tentative_fail(fake_python, tmp_path):
+    # The fake answers /v1/completions without a key: the API-key test's precondition breaks.
+    report = tmp_path / "report"
+    proc = run_suite(fake_python, report, "MRV1-eager and api_key", "ok")
+    out, _ = proc.communicate(timeout=300)
+    results = json.loads((report / "results.json").read_text())
+    ran = [r for r in results["results"] if r["outcome"] != "notrun"]
+    assert [r["outcome"] for r in ran] == ["error"], out
+    assert "the key is not in force" in ran[0]["message"] and proc.returncode == 1

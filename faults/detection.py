@@ -67,7 +67,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
     preview = FAULTS["layered"]
     out.append(Case(
         name="preview-layered", fault=preview.name, behaviours=preview.guards, expect_fail=(),
-        profile="layered", keyword=variant,
+        profile=preview.profile, keyword=variant,
         summary="the layered contract (RFC #51476 §4, PR #53082) previewed on the real engine",
     ))
     out.append(Case(

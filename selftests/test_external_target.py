@@ -66,3 +66,21 @@ def test_external_target_options_are_declared(options, message):
     good = {"--lifecycle-target-url": "http://127.0.0.1:8000/", "--lifecycle-variants": "MRV1-eager",
             "--lifecycle-profile": "0.32"}
     assert build_config(good.get, {}, Path("/tmp/r")).target_url == "http://127.0.0.1:8000"
+
+
+def test_the_loopback_check_sees_a_wildcard_listener():
+    """security/loopback-only can fail: a socket on 0.0.0.0 reads as 00000000, not 127.0.0.1."""
+    import importlib.util
+    import socket
+
+    spec = importlib.util.spec_from_file_location(
+        "loopback_check", Path(__file__).resolve().parent.parent / "conformance/security/test_loopback.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net/tcp here")
+    for host, expected in (("0.0.0.0", "00000000"), ("127.0.0.1", module.LOOPBACK4)):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            sock.listen()
+            assert module.listening_addresses(sock.getsockname()[1]) == [expected]

@@ -79,6 +79,9 @@ def test_a_server_that_dies_mid_test_is_an_error_and_the_run_goes_on(fake_python
     assert results["servers"]["starts"] >= 2, "the run did not go on with a fresh server"
     assert "server log tail" in out and "fake server: dying on a POST" in out
     assert "CONFORMANCE FAIL" in results["verdict"]
+    junit = (report / "junit.xml").read_text()
+    assert '<property name="behaviour" value="flags/awake-baseline"' in junit
+    assert (report / "report.html").is_file() and (report / "report.md").is_file()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["ci-timeout", "ctrl-c"])

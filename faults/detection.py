@@ -29,9 +29,12 @@ class Case:
     extra_args: tuple[str, ...] = ()
     # A caught failure's message must contain this (e.g. the shrunk reproduction).
     evidence: str | None = None
+    # http: `vllm serve`; offline: the Python API through the suite's engine host.
+    transport: str = "http"
 
     def pytest_args(self) -> list[str]:
-        args = ["--lifecycle-behaviours", ",".join(self.behaviours)]
+        args = ["--lifecycle-behaviours", ",".join(self.behaviours),
+                "--lifecycle-transports", self.transport]
         if self.fault:
             args += ["--lifecycle-fault", self.fault]
         if self.profile:
@@ -82,6 +85,21 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         keyword=variant, extra_args=("--lifecycle-explore-examples", "25", "--hypothesis-seed", "1"),
         evidence=REPRODUCTION_MARK,
         summary="the model-based exploration finds a fault on its own and shrinks it to curl lines",
+    ))
+    # The offline tests can fail too: the same engine faults, armed in the engine host.
+    out.append(Case(
+        name="offline-partial-wake-resumes", fault="partial-wake-resumes",
+        behaviours=("flags/partial-wake", "gating/partial-wake-holds-requests"),
+        expect_fail=("flags/partial-wake", "gating/partial-wake-holds-requests"),
+        keyword=f"{variant} and weights-first and ((LLM-MP0 and not AsyncLLM) or AsyncLLM-MP1)",
+        transport="offline",
+        summary="through LLM (in-process) and AsyncLLM: a weights-only wake resumes scheduling",
+    ))
+    out.append(Case(
+        name="offline-wait-skips-drain", fault="wait-skips-drain",
+        behaviours=("custody/drain-before-offload",), expect_fail=("custody/drain-before-offload",),
+        keyword=f"{variant} and ((LLM-MP1 and not AsyncLLM) or AsyncLLM-MP1)", transport="offline",
+        summary="through LLM and AsyncLLM (multiprocess): sleep(mode='wait') cuts the request",
     ))
     return out
 

@@ -64,11 +64,38 @@ def test_coverage_problems_cover_every_kind_of_mismatch():
     text = "\n".join(problems)
     assert "no_id: declares 0 behaviour IDs" in text
     assert "unknown: behaviour 'area/nope' is not in the catalog" in text
-    assert "b: behaviour 'area/thing-one' is already tested by t.py::a" in text
+    assert "b: behaviour 'area/thing-one' over http is already tested by t.py::a" in text
     assert "two: declares 2 behaviour IDs" in text
-    assert "catalog behaviour 'area/thing-two' has no test" in text
+    assert "catalog behaviour 'area/thing-two' has no http test" in text
     partial = coverage_problems(catalog, {"t.py::a": ["area/thing-one"]}, complete=False)
     assert partial == []
+
+
+def test_transports_are_checked_one_test_each():
+    text = GOOD.replace("    status: required\n",
+                        "    status: required\n    transports: [http, offline]\n", 1)
+    catalog = parse_catalog(text)
+    assert catalog["area/thing-one"].transports == ("http", "offline")
+    assert catalog["area/thing-two"].transports == ("http",)
+    declared = {"t.py::a": ["area/thing-one"], "t.py::b": ["area/thing-two"],
+                "t.py::b_offline": ["area/thing-two"]}
+    problems = coverage_problems(catalog, declared, complete=True,
+                                 transports={"t.py::b_offline": "offline"})
+    assert "t.py::b_offline: drives 'area/thing-two' over offline, which the catalog does not " \
+           "declare for it (transports: http)" in problems
+    assert "catalog behaviour 'area/thing-one' has no offline test" in problems
+    fine = coverage_problems(catalog, {"t.py::a": ["area/thing-one"], "t.py::a_off": ["area/thing-one"],
+                                       "t.py::b": ["area/thing-two"]},
+                             complete=True, transports={"t.py::a_off": "offline"})
+    assert fine == []
+
+
+@pytest.mark.parametrize("bad", ["transports: []", "transports: [carrier-pigeon]",
+                                 "transports: [http, http]", "transports: http"])
+def test_malformed_transports_are_refused(bad):
+    text = GOOD.replace("    status: required\n", f"    status: required\n    {bad}\n", 1)
+    with pytest.raises(CatalogError, match="transports"):
+        parse_catalog(text)
 
 
 def test_the_real_catalog_loads():
@@ -138,4 +165,16 @@ def test_behaviour_selection_deselects_the_rest():
 def test_repeat_makes_rounds_of_every_instance():
     proc = _collect("-k", "MRV1 and awake_baseline", "--lifecycle-repeat", "3")
     ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]
-    assert len(ids) == 3 and all(f"round{n}" in ln for n, ln in zip((1, 2, 3), ids, strict=True)), ids
+    # Collection order is pytest's; the run itself orders rounds (plugin sort key).
+    assert len(ids) == 3 and all(f"round{n}" in ln for n, ln in zip((1, 2, 3), sorted(ids), strict=True)), ids
+
+
+def test_transport_selection_keeps_one_transport():
+    offline = _collect("-k", "MRV1", "--lifecycle-transports", "offline")
+    ids = [ln for ln in offline.stdout.splitlines() if "::" in ln]
+    assert ids and all("-LLM-MP" in ln or "-AsyncLLM-MP" in ln for ln in ids), offline.stdout
+    http = _collect("-k", "MRV1", "--lifecycle-transports", "http")
+    ids = [ln for ln in http.stdout.splitlines() if "::" in ln]
+    assert ids and not any("LLM-MP" in ln for ln in ids)
+    bad = _collect("--lifecycle-transports", "carrier-pigeon")
+    assert bad.returncode != 0 and "--lifecycle-transports" in bad.stdout + bad.stderr

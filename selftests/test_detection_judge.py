@@ -65,6 +65,9 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
         args = case.pytest_args()
         assert args[0] == "--lifecycle-behaviours" and "MRV1-eager" in args[args.index("-k") + 1]
         assert set(case.expect_fail) <= set(case.behaviours)
+        assert args[args.index("--lifecycle-transports") + 1] == case.transport
+    offline = [c for c in cases() if c.transport == "offline"]
+    assert {c.fault for c in offline} == {"partial-wake-resumes", "wait-skips-drain"}
 
 
 def test_matrix_markdown_lists_every_cell_and_the_problems():

@@ -22,8 +22,11 @@ def results_for(outcomes: dict[str, str] | None = None, **extra):
     for bid, behaviour in sorted(CATALOG.behaviours.items()):
         if behaviour.status_for("0.32") != "required":
             continue
-        records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}]", "behaviour": bid,
-                        "variant": "MRV1-eager", "outcome": outcomes.get(bid, "pass"), "message": ""})
+        for transport in behaviour.transports:
+            records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}-{transport}]",
+                            "behaviour": bid, "variant": "MRV1-eager", "transport": transport,
+                            "engine": "LLM-MP1" if transport == "offline" else None,
+                            "outcome": outcomes.get(bid, "pass"), "message": ""})
     records.append({"nodeid": "conformance/x.py::t[MRV2-eager]", "behaviour": "flags/awake-baseline",
                     "variant": "MRV2-eager", "outcome": "skip", "message": "needs Triton"})
     base = {"certified": True, "profile": "0.32", "catalog_sha256": CATALOG.digest,
@@ -39,9 +42,9 @@ def test_matrix_takes_the_worst_outcome_of_each_cell():
     records = [{"behaviour": "a/x", "variant": "V", "outcome": "pass"},
                {"behaviour": "a/x", "variant": "V", "outcome": "fail"},
                {"behaviour": "a/x", "variant": "W", "outcome": "skip"}]
-    behaviours, variants, cells = report.matrix(records)
-    assert behaviours == ["a/x"] and variants == ["V", "W"]
-    assert cells == {("a/x", "V"): "fail", ("a/x", "W"): "skip"}
+    rows, variants, cells = report.matrix(records)
+    assert rows == [("a/x", "http")] and variants == ["V", "W"]
+    assert cells == {(("a/x", "http"), "V"): "fail", (("a/x", "http"), "W"): "skip"}
 
 
 def test_reports_carry_verdict_fingerprint_matrix_and_plots():
@@ -49,20 +52,40 @@ def test_reports_carry_verdict_fingerprint_matrix_and_plots():
     results["results"][0]["properties"] = {"rss_bytes_per_cycle": [2**30, 2**30 + 2**20]}
     md = report.render_markdown(results)
     assert md.startswith("# vLLM lifecycle conformance report") and "CONFORMANCE PASS" in md
-    assert "| flags/sleep-level | fail |  |" in md  # MRV2-eager has no instance of it
+    assert "| flags/sleep-level | http | fail |  |" in md  # MRV2-eager has no instance of it
+    assert "| flags/sleep-level | offline LLM-MP1 | fail |  |" in md  # transport is a column
     assert "tiny-llama-0123" in md and "/somewhere" not in md  # no machine path in a report
     page = report.render_html(results)
     assert page.startswith("<!DOCTYPE html>") and 'id="matrix"' in page and "<svg" in page
     assert "host RSS across sleep/wake cycles" in page
+    assert "<th>transport</th>" in page
+
+
+def test_tentative_failures_and_findings_are_listed_with_their_transport():
+    results = results_for()
+    results["results"].append({"nodeid": "conformance/c.py::t[MRV1-eager-LLM-MP0]",
+                               "behaviour": "custody/inproc-drain-before-offload",
+                               "variant": "MRV1-eager", "transport": "offline", "engine": "LLM-MP0",
+                               "outcome": "tentative-fail",
+                               "message": "Failed: in-process sleep() raised ValueError: 'wait'"})
+    md = report.render_markdown(results)
+    assert ("- custody/inproc-drain-before-offload (offline LLM-MP0, tentative-fail): Failed: "
+            "in-process sleep() raised ValueError: 'wait'") in md
+    assert "Tentative failures and known findings" in report.render_html(results)
 
 
 def test_a_complete_passing_run_certifies_and_gaps_do_not():
     assert certify.run_problems(results_for(), CATALOG) == []
     failed = certify.run_problems(results_for({"flags/sleep-level": "finding"}), CATALOG)
-    assert failed == ["MRV1-eager: required flags/sleep-level did not pass (finding)"]
+    assert failed == ["MRV1-eager: required flags/sleep-level (http) did not pass (finding)",
+                      "MRV1-eager: required flags/sleep-level (offline) did not pass (finding)"]
     missing = results_for()
-    missing["results"] = [r for r in missing["results"] if r["behaviour"] != "flags/full-wake"]
-    assert "MRV1-eager: required flags/full-wake did not run" in certify.run_problems(missing, CATALOG)
+    missing["results"] = [r for r in missing["results"] if r["behaviour"] != "flags/full-wake"
+                          or r["transport"] == "http"]
+    assert certify.run_problems(missing, CATALOG) == [
+        "MRV1-eager: required flags/full-wake (offline) did not run"]
+    http_only = results_for(selection={"behaviours": [], "layer": None, "transports": ["http"]})
+    assert any("deselected" in p for p in certify.run_problems(http_only, CATALOG))
     loosened = results_for(thresholds={"file_sha256": "t", "overrides": {"a:b": 1.0}}, fault="x")
     problems = certify.run_problems(loosened, CATALOG)
     assert any("overrides" in p for p in problems) and any("fault" in p for p in problems)

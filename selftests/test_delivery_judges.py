@@ -1,0 +1,66 @@
+"""The offline delivery judges, on hand-made output histories."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures import delivery
+
+REF = [5, 6, 7, 8]
+
+
+def out(ids, finished=False, reason=None, phase="awake"):
+    return {"token_ids": list(ids), "finished": finished, "finish_reason": reason, "phase": phase}
+
+
+GOOD = {
+    "cumulative": [out([5]), out([5, 6]), out([5, 6, 7, 8], True, "length")],
+    "delta": [out([5]), out([6, 7]), out([8], True, "length")],
+    "final_only": [out(REF, True, "length")],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GOOD))
+def test_a_clean_delivery_passes(kind):
+    assert delivery.delivered_once(kind, GOOD[kind], REF) == []
+
+
+@pytest.mark.parametrize(("kind", "outputs", "needle"), [
+    ("delta", [out([5, 6]), out([6, 7]), out([8], True, "length")], "repeated or lost"),
+    ("delta", [out([5]), out([8], True, "length")], "repeated or lost"),
+    ("delta", [out([5, 6]), out([7, 8], True, "length"), out([], True, "length")],
+     "2 outputs are marked finished"),
+    ("cumulative", [out([5]), out([5]), out(REF, True, "length")], "delivered twice"),
+    ("cumulative", [out([5, 6]), out([5]), out(REF, True, "length")], "does not extend"),
+    ("cumulative", [out(REF, True, "length"), out(REF)], "more were delivered after it"),
+    ("final_only", [out([5, 6]), out(REF, True, "length")], "expected exactly one"),
+    ("final_only", [out(REF, True, "abort")], "finish reason 'abort'"),
+    ("final_only", [out([5, 6, 7, 9], True, "length")], "first difference at position 3"),
+    ("final_only", [], "nothing was delivered"),
+])
+def test_each_broken_delivery_is_named(kind, outputs, needle):
+    problems = delivery.delivered_once(kind, outputs, REF)
+    assert any(needle in p for p in problems), problems
+
+
+def test_unknown_kind_is_a_harness_mistake():
+    with pytest.raises(ValueError, match="unknown output kind"):
+        delivery.delivered_once("sometimes", GOOD["delta"], REF)
+
+
+PHASES = ("awake", "draining", "asleep", "woken")
+
+
+def test_silent_before_flags_output_in_an_earlier_phase():
+    assert delivery.silent_before([out([1], phase="woken")], "woken", PHASES) == []
+    problems = delivery.silent_before([out([1, 2], phase="draining"), out([3], phase="woken")],
+                                      "woken", PHASES)
+    assert problems and "2 token ids" in problems[0] and "draining" in problems[0]
+
+
+def test_finished_before_needs_the_end_in_time():
+    assert delivery.finished_before([out(REF, True, "length", "asleep")], "woken", PHASES) == []
+    late = delivery.finished_before([out([5], phase="asleep"), out(REF, True, "length", "woken")],
+                                    "woken", PHASES)
+    assert late == ["finished only in phase 'woken', not before 'woken'"]
+    assert delivery.finished_before([out([5])], "woken", PHASES) == ["never finished"]

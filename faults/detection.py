@@ -48,6 +48,8 @@ class Case:
 _KEYWORDS = {
     "keep-aborts": "keep or awake_baseline or pause_resume",
     "wait-skips-drain": "wait or drain or awake_baseline or pause_resume",
+    # Only AsyncLLM has per-request output collectors, and only deltas are merged in them.
+    "buffered-delta-dropped": "AsyncLLM-MP1 and (delta or full_wake)",
 }
 
 LAYERED_BEHAVIOURS = ("custody/refuse-unpaused-sleep", "custody/late-arrival")
@@ -65,7 +67,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
             behaviours=tuple(dict.fromkeys(fault.breaks + fault.guards)),
             expect_fail=fault.breaks,
             keyword=f"{variant} and ({keyword})" if keyword else variant,
-            summary=fault.summary,
+            summary=fault.summary, transport=fault.transport,
         ))
     preview = FAULTS["layered"]
     out.append(Case(

@@ -36,6 +36,8 @@ class Fault:
     # Behaviours run alongside `breaks` in the detection slice: they must still pass.
     guards: tuple[str, ...] = ("flags/awake-baseline", "flags/pause-resume")
     profile: str | None = None  # a preview is judged under this contract profile
+    # How its detection case drives the engine: http, or offline (the Python API).
+    transport: str = "http"
 
 
 # The functions patched, each with the first 16 hex digits of the sha256 of its source as
@@ -53,6 +55,7 @@ _ASYNC_PAUSE = ("vllm.v1.engine.async_llm:AsyncLLM.pause_generation", "e800f423a
 _ASYNC_RESUME = ("vllm.v1.engine.async_llm:AsyncLLM.resume_generation", "40d643523ad4f44c")
 _ASYNC_WAKE_UP = ("vllm.v1.engine.async_llm:AsyncLLM.wake_up", "5bcec2632c8c4fe9")
 _ASYNC_GENERATE = ("vllm.v1.engine.async_llm:AsyncLLM.generate", "5bd0ee90459b0e29")
+_COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", "3390ffb9a292f21f")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -124,6 +127,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "spec §2.1 (a second sleep is a logged no-op)",
         breaks=("misuse/sleep-while-asleep",),
         patches=(_patch(_ENGINE_SLEEP, "sleep_raises_when_asleep"),),
+    ),
+    Fault(
+        "buffered-delta-dropped", "fault",
+        "AsyncLLM keeps only the newest delta for a caller that is not reading: tokens buffered "
+        "while a drain runs are lost",
+        "vLLM PR #56754 (output collectors keep cumulative, delta and final-only results)",
+        breaks=("custody/drain-delivers-once",),
+        guards=("flags/full-wake",),
+        patches=(_patch(_COLLECTOR_PUT, "collector_put_replaces_deltas"),),
+        transport="offline",
     ),
     Fault(
         "layered", "preview",

@@ -44,3 +44,14 @@ def test_pause_resume_offline(offline, mode):
     problems += returned(offline.call("resume_generation"))
     problems += flags_are(offline, False, "after resume_generation()")
     assert not problems, "; ".join(problems)
+
+
+@pytest.mark.behaviour("flags/llm-pause-resume")
+@pytest.mark.offline_engines("LLM-MP1", "LLM-MP0")
+def test_llm_pause_resume(offline):
+    problems = returned(offline.call("pause_generation", mode="abort"))
+    if not problems:
+        problems += flags_are(offline, True, "after LLM.pause_generation()")
+        problems += returned(offline.call("resume_generation"))
+        problems += flags_are(offline, False, "after LLM.resume_generation()")
+    assert not problems, "; ".join(problems)

@@ -51,13 +51,6 @@ def test_unknown_kind_is_a_harness_mistake():
 PHASES = ("awake", "draining", "asleep", "woken")
 
 
-def test_silent_before_flags_output_in_an_earlier_phase():
-    assert delivery.silent_before([out([1], phase="woken")], "woken", PHASES) == []
-    problems = delivery.silent_before([out([1, 2], phase="draining"), out([3], phase="woken")],
-                                      "woken", PHASES)
-    assert problems and "2 token ids" in problems[0] and "draining" in problems[0]
-
-
 def test_finished_before_needs_the_end_in_time():
     assert delivery.finished_before([out(REF, True, "length", "asleep")], "woken", PHASES) == []
     late = delivery.finished_before([out([5], phase="asleep"), out(REF, True, "length", "woken")],

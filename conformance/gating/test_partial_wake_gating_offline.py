@@ -8,7 +8,6 @@ from fixtures.offline import reference, returned
 
 PROMPT = "A request that arrives while half of the engine memory is still asleep must wait."
 TOKENS = 48
-PHASES = ("partial", "awake")
 
 
 @pytest.mark.behaviour("gating/partial-wake-holds-requests")
@@ -21,13 +20,17 @@ def test_partial_wake_holds_requests_offline(offline, order):
     problems += returned(offline.call("wake_up", tags=[first]), False)
     offline.phase("partial")
     offline.add("held", PROMPT, TOKENS, kind="delta")
-    if offline.collect({"held": "started"}, timeout=HOLD_WINDOW_S):
+    offline.collect({"held": "started"}, timeout=HOLD_WINDOW_S)
+    # Judged on the tokens the frontend processed, read before the wake is even sent: which
+    # phase the first output is stamped with races the wake's own return.
+    before_wake = offline.progress("held")
+    delivered = len(offline.deliveries()["held"].outputs)
+    if before_wake or delivered:
         problems.append(f"the request started while only {first} was awake "
-                        f"({offline.progress('held')} tokens processed)")
+                        f"({before_wake} tokens processed, {delivered} outputs delivered)")
     problems += returned(offline.call("wake_up", then="awake", tags=[second]), True)
     if not offline.collect({"held": "finished"}):
         problems.append(f"the request did not finish within {offline.timeout:.0f} s of the full wake")
     held = offline.deliveries()["held"]
-    problems += delivery.silent_before(held.outputs, "awake", PHASES)
     problems += delivery.delivered_once("delta", held.outputs, expected)
     assert not problems, "; ".join(problems) + f"; observed {held.summary()}"

@@ -11,7 +11,8 @@ import pytest
 
 from fixtures import offline_host
 from fixtures.errors import HarnessError
-from fixtures.offline import BY_NAME, OfflineClient, engines_named, returned
+from fixtures.offline import BY_NAME, NotInFlightError, OfflineClient, engines_named, returned
+from fixtures.offline_custody import IN_FLIGHT_ATTEMPTS, start_in_flight
 
 
 class FakeOutput:
@@ -85,14 +86,57 @@ class FakeProcess:
             raise HarnessError("host exited")
 
 
-@pytest.fixture
-def client() -> Iterator[OfflineClient]:
-    server = HTTPServer(("127.0.0.1", 0), offline_host.make_handler(FakeHost()))
+class StarvedHost(FakeHost):
+    """A host that sees a request shorter than `runs_from` tokens only once it has finished
+    (a CPU-starved host takes a whole short request in at once)."""
+
+    def __init__(self, runs_from: int) -> None:
+        super().__init__()
+        self.rate = 200.0  # tokens/s: the first in-flight request is 300 tokens
+        self.runs_from = runs_from
+        self.sizes: dict[str, int] = {}
+
+    def add(self, rid, prompt, max_tokens, kind, logprobs=None):
+        super().add(rid, prompt, max_tokens, kind, logprobs)
+        self.sizes[rid] = max_tokens
+
+    def collect(self, until, timeout):
+        if all(u == "started" and self.sizes[r] >= self.runs_from for r, u in until.items()):
+            return True  # seen running: progress() reports a token for it
+        return super().collect(until, timeout)
+
+
+def serve(host: offline_host.Host) -> Iterator[OfflineClient]:
+    server = HTTPServer(("127.0.0.1", 0), offline_host.make_handler(host))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     process = FakeProcess(f"http://127.0.0.1:{server.server_address[1]}")
     yield OfflineClient(process, BY_NAME["LLM-MP0"], timeout=10)  # type: ignore[arg-type]
     server.shutdown()
+
+
+@pytest.fixture
+def client() -> Iterator[OfflineClient]:
+    yield from serve(FakeHost())
+
+
+def test_a_request_seen_only_finished_is_retried_longer():
+    for starved in serve(StarvedHost(runs_from=1200)):
+        size, expected = start_in_flight(starved, "delta", "awake", queued=True)
+        assert size == 1200 and expected == [1, 2]
+        assert starved.notes == [
+            "in-flight request of 300 tokens finished before it was seen running; retried with 600",
+            "in-flight request of 600 tokens finished before it was seen running; retried with 1200"]
+        # The finished outputs of the earlier attempts were forgotten with them.
+        assert starved.deliveries()["in-flight"].outputs == []
+
+
+def test_a_request_never_seen_running_is_a_harness_error_after_the_last_attempt():
+    for starved in serve(StarvedHost(runs_from=10**6)):
+        last = 300 * 2 ** (IN_FLIGHT_ATTEMPTS - 1)
+        with pytest.raises(NotInFlightError, match=rf"in-flight was not in flight \(0/{last} tokens\)"):
+            start_in_flight(starved, "delta", "awake")
+        assert len(starved.notes) == IN_FLIGHT_ATTEMPTS - 1
 
 
 def test_a_refusal_is_an_observation_not_a_host_error(client):

@@ -74,6 +74,16 @@ def test_tentative_failures_and_findings_are_listed_with_their_transport():
     assert "Tentative failures and known findings" in report.render_html(results)
 
 
+def test_harness_retries_are_listed_per_test():
+    results = results_for()
+    results["results"][0]["notes"] = ["in-flight request of 705 tokens finished before it was "
+                                      "seen running; retried with 1410"]
+    nodeid = results["results"][0]["nodeid"]
+    assert f"- `{nodeid}`: in-flight request of 705 tokens" in report.render_markdown(results)
+    assert "<h2>Harness notes</h2>" in report.render_html(results)
+    assert "Harness notes" not in report.render_markdown(results_for())
+
+
 def test_a_complete_passing_run_certifies_and_gaps_do_not():
     assert certify.run_problems(results_for(), CATALOG) == []
     failed = certify.run_problems(results_for({"flags/sleep-level": "finding"}), CATALOG)

@@ -3,8 +3,8 @@
 import pytest
 
 from fixtures import delivery
-from fixtures.offline import flags_are, reference
-from fixtures.offline_custody import IN_FLIGHT_S, PROMPT, drain_problems, observe_drain
+from fixtures.offline import flags_are
+from fixtures.offline_custody import drain_problems, observe_drain, start_in_flight
 
 
 @pytest.mark.behaviour("custody/inproc-drain-before-offload")
@@ -21,10 +21,7 @@ def test_inproc_drain_before_offload(offline):
 @pytest.mark.behaviour("misuse/inproc-wait-refused-cleanly")
 @pytest.mark.offline_engines("LLM-MP0")
 def test_inproc_wait_refused_cleanly(offline):
-    size = offline.size_for(IN_FLIGHT_S)
-    expected = reference(offline, PROMPT, size)
-    offline.add("in-flight", PROMPT, size, "cumulative")
-    offline.confirm_in_flight("in-flight", size)
+    _, expected = start_in_flight(offline, "cumulative", "awake")
     slept = offline.call("sleep", level=1, mode="wait")
     if slept.raised is None:
         pytest.skip("this in-process engine drains instead of refusing; the drain is judged by "

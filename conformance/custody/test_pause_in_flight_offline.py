@@ -6,8 +6,8 @@ import pytest
 
 from fixtures import delivery, judges
 from fixtures.engine import FREEZE_WINDOW_S, SETTLE_S
-from fixtures.offline import reference, returned
-from fixtures.offline_custody import IN_FLIGHT_S, PROMPT
+from fixtures.offline import returned
+from fixtures.offline_custody import start_in_flight
 
 PHASES = ("running", "pausing", "paused", "resumed")
 
@@ -16,11 +16,7 @@ PHASES = ("running", "pausing", "paused", "resumed")
 @pytest.mark.offline_engines("AsyncLLM-MP1", "AsyncLLM-MP0")  # LLM has no pause in 0.32/0.33
 @pytest.mark.parametrize("mode", ["abort", "wait", "keep"])
 def test_pause_in_flight_offline(offline, mode):
-    size = offline.size_for(IN_FLIGHT_S)
-    expected = reference(offline, PROMPT, size)
-    offline.phase("running")
-    offline.add("in-flight", PROMPT, size, "delta")
-    offline.confirm_in_flight("in-flight", size)
+    size, expected = start_in_flight(offline, "delta", "running")
     offline.phase("pausing")
     problems = returned(offline.call("pause_generation", then="paused", mode=mode))
     offline.settle(SETTLE_S)

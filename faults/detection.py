@@ -7,13 +7,17 @@ pass. `judge` turns one run's results records into a row of the detection matrix
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from faults import registry
 from faults.registry import FAULTS
 
 CAUGHT, MISSED, CLEAN, COLLATERAL, BROKEN = "caught", "missed", "clean", "collateral", "error"
+# A behaviour the fault must break failed, but not for the fault's symptom: no catch.
+WRONG_CAUSE = "wrong-cause"
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Case:
     evidence: str | None = None
     # http: `vllm serve`; offline: the Python API through the suite's engine host.
     transport: str = "http"
+    # expect_fail behaviour -> the regular expression every failing instance's message must
+    # contain (searched, DOTALL) for the failure to count as this case's catch.
+    symptoms: Mapping[str, str] = field(default_factory=dict)
 
     def pytest_args(self) -> list[str]:
         args = ["--lifecycle-behaviours", ",".join(self.behaviours),
@@ -67,7 +74,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
             behaviours=tuple(dict.fromkeys(fault.breaks + fault.guards)),
             expect_fail=fault.breaks,
             keyword=f"{variant} and ({keyword})" if keyword else variant,
-            summary=fault.summary, transport=fault.transport,
+            summary=fault.summary, transport=fault.transport, symptoms=dict(fault.symptoms),
         ))
     preview = FAULTS["layered"]
     out.append(Case(
@@ -80,6 +87,9 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         behaviours=(*LAYERED_BEHAVIOURS, "flags/awake-baseline"), expect_fail=LAYERED_BEHAVIOURS,
         profile="layered", keyword=variant,
         summary="stock vLLM judged by the layered profile: the tentative tests must fail",
+        symptoms={"custody/refuse-unpaused-sleep":
+                  r"un-paused sleep must be refused .*; observed POST /sleep\?level=1 -> 200\b",
+                  "custody/late-arrival": r"no rejection within .*the request was held instead"},
     ))
     out.append(Case(
         name="exploration-partial-wake-resumes", fault="partial-wake-resumes",
@@ -87,6 +97,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         keyword=variant, extra_args=("--lifecycle-explore-examples", "25", "--hypothesis-seed", "1"),
         evidence=REPRODUCTION_MARK,
         summary="the model-based exploration finds a fault on its own and shrinks it to curl lines",
+        symptoms={"exploration/reference-model": EXPLORATION_SYMPTOM},
     ))
     # The offline tests can fail too: the same engine faults, armed in the engine host.
     out.append(Case(
@@ -96,17 +107,30 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         keyword=f"{variant} and weights-first and ((LLM-MP0 and not AsyncLLM) or AsyncLLM-MP1)",
         transport="offline",
         summary="through LLM (in-process) and AsyncLLM: a weights-only wake resumes scheduling",
+        symptoms={"flags/partial-wake": registry.PARTIAL_WAKE_RESUMED,
+                  "gating/partial-wake-holds-requests": registry.RAN_WHILE_HELD},
+    ))
+    out.append(Case(
+        name="offline-late-arrival-dropped", fault="late-arrival-dropped",
+        behaviours=("custody/async-late-arrival",), expect_fail=("custody/async-late-arrival",),
+        keyword=f"{variant} and AsyncLLM-MP1", transport="offline",
+        summary="through AsyncLLM: a request submitted during pause_generation is aborted, not held",
+        symptoms={"custody/async-late-arrival": r"was not held while paused"},
     ))
     out.append(Case(
         name="offline-wait-skips-drain", fault="wait-skips-drain",
         behaviours=("custody/drain-before-offload",), expect_fail=("custody/drain-before-offload",),
         keyword=f"{variant} and ((LLM-MP1 and not AsyncLLM) or AsyncLLM-MP1)", transport="offline",
         summary="through LLM and AsyncLLM (multiprocess): sleep(mode='wait') cuts the request",
+        symptoms={"custody/drain-before-offload": OFFLINE_DRAIN_CUT},
     ))
     return out
 
 
 REPRODUCTION_MARK = "# reproduction"
+# The exploration's discrepancy after a weights-only wake (the fault partial-wake-resumes).
+EXPLORATION_SYMPTOM = r"wake_up\?tags=weights"
+OFFLINE_DRAIN_CUT = r"abort"
 
 
 @dataclass(frozen=True)
@@ -161,6 +185,16 @@ def judge(case: Case, records: list[Mapping[str, Any]]) -> Row:
         elif expected_fail:
             cells[bid] = CAUGHT if outcome == "failed" else MISSED
             failing = [r.get("message", "") for r in recs if r["outcome"] == "fail"]
+            symptom = case.symptoms.get(bid)
+            if cells[bid] == CAUGHT and symptom is None:
+                cells[bid] = BROKEN
+                details[bid] = "the case declares no symptom for this behaviour"
+            elif cells[bid] == CAUGHT:
+                wrong = [m for m in failing if not re.search(symptom or "", m, re.DOTALL)]
+                if wrong:
+                    cells[bid] = WRONG_CAUSE
+                    details[bid] = (f"{len(wrong)} of {len(failing)} failures lack the symptom "
+                                    f"{symptom!r}: " + " | ".join(m[:300] for m in wrong[:3]))
             if cells[bid] == CAUGHT and case.evidence and not any(case.evidence in m for m in failing):
                 cells[bid] = BROKEN
                 details[bid] = f"failed without the expected evidence {case.evidence!r}"
@@ -177,8 +211,10 @@ def matrix_markdown(rows: list[Row], case_list: list[Case]) -> str:
     summaries = {c.name: c for c in case_list}
     lines = ["# Detection matrix", "",
              "Each row arms one fault (or none) in the real engine and runs the behaviours it "
-             "concerns. `caught`: an expected failure failed. `clean`: a guard passed. `missed` "
-             "and `collateral` fail the self-test, as does `error`.", "",
+             "concerns. `caught`: every failure of an expected-to-fail behaviour shows the fault's "
+             "symptom (its message matches the case's signature). `clean`: a guard passed. "
+             "`missed`, `wrong-cause` (failed, but not for the fault's symptom) and `collateral` "
+             "fail the self-test, as does `error`.", "",
              "| case | fault | profile | behaviour | result |", "|---|---|---|---|---|"]
     for row in rows:
         case = summaries[row.case]

@@ -38,6 +38,13 @@ class Fault:
     profile: str | None = None  # a preview is judged under this contract profile
     # How its detection case drives the engine: http, or offline (the Python API).
     transport: str = "http"
+    # Per behaviour in `breaks`, a regular expression (searched in the failure message) that
+    # says the test failed for this fault's symptom, not for some other reason: the detection
+    # judge counts a failure as a catch only when it matches.
+    symptoms: tuple[tuple[str, str], ...] = ()
+
+    def symptom(self, behaviour: str) -> str | None:
+        return dict(self.symptoms).get(behaviour)
 
 
 # The functions patched, each with the first 16 hex digits of the sha256 of its source as
@@ -62,6 +69,22 @@ def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
     return Patch(target=pinned[0], source_sha256=pinned[1], replacement=replacement)
 
 
+# Symptoms: what a failure message says when the fault, not something else, broke the test.
+PARTIAL_WAKE_RESUMED = (r"after waking only weights: expected .*observed .*False"
+                        r"|wake_up\(\) returned True .*; expected False")
+RAN_WHILE_HELD = r"(ran|started|answered|tokens arrived|produced) .*(held|only weights was awake)"
+ABORTED_INSTEAD_OF_FINISHED = r"finish reasons \['abort'\], expected all 'length'"
+# The late request ends at once (a stream with no finish reason, or 'abort') instead of waiting.
+ABORTED_INSTEAD_OF_HELD = r"answered while it should be held|'abort'|aborted"
+SLEEPING_FLAG_FALSE = (r"expected is_sleeping=True .*; observed is_sleeping=False"
+                       r"|expected is_sleeping True; observed \{[^}]*'is_sleeping': False")
+GAUGE_STAYED_AWAKE = r"gauge.*\(1\.0, 0\.0, 0\.0\)"
+OUTPUT_CHANGED = r"token ids differ from the golden run"
+LOGPROBS_DRIFTED = r"logprob"
+RSS_GREW = r"(?i)rss"
+SECOND_SLEEP_500 = r"expected 200 .*; observed POST /sleep\?level=[12] -> 500 "
+DELTAS_LOST = r"delta"
+
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(
         "partial-wake-resumes", "fault",
@@ -69,6 +92,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "vLLM #44483",
         breaks=("flags/partial-wake", "gating/partial-wake-holds-requests"),
         patches=(_patch(_ENGINE_WAKE_UP, "wake_up_resumes_on_weights"),),
+        symptoms=(
+            ("flags/partial-wake", PARTIAL_WAKE_RESUMED),
+            ("gating/partial-wake-holds-requests", RAN_WHILE_HELD),
+        ),
     ),
     Fault(
         "keep-aborts", "fault",
@@ -76,6 +103,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "spec §2.5 (keep = PAUSED_ALL); RFC #51476 custody rule",
         breaks=("custody/pause-in-flight", "custody/sleep-in-flight"),
         patches=(_patch(_PROC_PAUSE, "pause_keep_aborts"),),
+        symptoms=(
+            ("custody/pause-in-flight", ABORTED_INSTEAD_OF_FINISHED),
+            ("custody/sleep-in-flight", ABORTED_INSTEAD_OF_FINISHED),
+        ),
     ),
     Fault(
         "wait-skips-drain", "fault",
@@ -83,6 +114,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "vLLM PR #56754 (drain before sleep)",
         breaks=("custody/sleep-in-flight", "custody/drain-before-offload"),
         patches=(_patch(_ENGINE_SLEEP, "sleep_wait_aborts"),),
+        symptoms=(
+            ("custody/sleep-in-flight", ABORTED_INSTEAD_OF_FINISHED),
+            ("custody/drain-before-offload", ABORTED_INSTEAD_OF_FINISHED),
+        ),
     ),
     Fault(
         "sleep-flag-stale", "fault",
@@ -92,6 +127,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("flags/sleep-level", "flags/partial-wake", "flags/scheduling-tag",
                 "misuse/sleep-while-asleep"),
         patches=(_patch(_ENGINE_IS_SLEEPING, "is_sleeping_ignores_executor"),),
+        symptoms=tuple(
+            (b, SLEEPING_FLAG_FALSE) for b in ("flags/sleep-level", "flags/partial-wake",
+                                               "flags/scheduling-tag", "misuse/sleep-while-asleep")),
     ),
     Fault(
         "gauge-not-updated", "fault",
@@ -99,6 +137,11 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "spec §5.1 (record_sleep_state)",
         breaks=("flags/sleep-level", "flags/partial-wake", "custody/drain-before-offload"),
         patches=(_patch(_RECORD_SLEEP_STATE, "record_sleep_state_skips_sleep"),),
+        symptoms=(
+            ("flags/sleep-level", GAUGE_STAYED_AWAKE),
+            ("flags/partial-wake", GAUGE_STAYED_AWAKE),
+            ("custody/drain-before-offload", GAUGE_STAYED_AWAKE),
+        ),
     ),
     Fault(
         "late-arrival-dropped", "fault",
@@ -106,6 +149,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "vLLM #51481 (late requests during pause); spec §4.1",
         breaks=("custody/late-arrival", "gating/partial-wake-holds-requests"),
         patches=(_patch(_ENGINE_ADD_REQUEST, "add_request_drops_while_paused"),),
+        symptoms=(
+            ("custody/late-arrival", ABORTED_INSTEAD_OF_HELD),
+            ("gating/partial-wake-holds-requests", ABORTED_INSTEAD_OF_HELD),
+        ),
     ),
     Fault(
         "wake-perturbs-weights", "fault",
@@ -113,6 +160,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "vLLM #32714-class restore bugs; PR #54930 golden-output checks",
         breaks=("golden/after-wake", "mechanism/logprob-drift"),
         patches=(_patch(_CPU_WAKE_UP, "wake_up_perturbs_weights"),),
+        symptoms=(
+            ("golden/after-wake", OUTPUT_CHANGED),
+            ("mechanism/logprob-drift", LOGPROBS_DRIFTED),
+        ),
     ),
     Fault(
         "rss-leak-per-cycle", "fault",
@@ -120,6 +171,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "vLLM #21336 (host RSS grows per sleep/wake cycle)",
         breaks=("mechanism/host-rss-stable",),
         patches=(_patch(_CPU_SLEEP, "sleep_leaks_host_memory"),),
+        symptoms=(("mechanism/host-rss-stable", RSS_GREW),),
     ),
     Fault(
         "double-sleep-500", "fault",
@@ -127,6 +179,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "spec §2.1 (a second sleep is a logged no-op)",
         breaks=("misuse/sleep-while-asleep",),
         patches=(_patch(_ENGINE_SLEEP, "sleep_raises_when_asleep"),),
+        symptoms=(("misuse/sleep-while-asleep", SECOND_SLEEP_500),),
     ),
     Fault(
         "buffered-delta-dropped", "fault",
@@ -136,6 +189,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("custody/drain-delivers-once",),
         guards=("flags/full-wake",),
         patches=(_patch(_COLLECTOR_PUT, "collector_put_replaces_deltas"),),
+        symptoms=(("custody/drain-delivers-once", DELTAS_LOST),),
         transport="offline",
     ),
     Fault(

@@ -137,23 +137,6 @@ def test_a_test_without_an_id_fails_collection(tmp_path):
     assert "test_nothing: declares 0 behaviour IDs" in proc.stdout + proc.stderr
 
 
-def test_findings_name_catalogued_behaviours_and_real_profiles(tmp_path):
-    from fixtures.catalog import load_findings
-
-    catalog = parse_catalog(GOOD)
-    good = tmp_path / "f.yaml"
-    good.write_text('findings:\n  - behaviour: area/thing-one\n    profiles: ["0.32"]\n'
-                    '    seen_on: x\n    observed: y\n')
-    assert load_findings(catalog, good)["area/thing-one"].profiles == ("0.32",)
-    good.write_text('findings:\n  - behaviour: area/none\n    profiles: ["0.32"]\n')
-    with pytest.raises(CatalogError, match="not a catalogued behaviour"):
-        load_findings(catalog, good)
-    good.write_text('findings:\n  - behaviour: area/thing-one\n    profiles: ["0.99"]\n')
-    with pytest.raises(CatalogError, match="must name profiles"):
-        load_findings(catalog, good)
-    assert load_findings(load_catalog())  # the real file loads against the real catalog
-
-
 def test_behaviour_selection_deselects_the_rest():
     proc = _collect("-k", "MRV1", "--lifecycle-behaviours", "custody/late-arrival,flags/")
     ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]

@@ -46,7 +46,12 @@ def test_bad_values_name_the_option(options, message):
 
 @pytest.mark.parametrize(("version", "profile"),
                          [("0.32.0", "0.32"), ("0.32.1+cpu", "0.32"), ("0.33.0", "0.33"),
-                          ("0.34.0rc1", "0.33"), ("1.0.0", "0.33")])
+                          ("0.34.0rc1", "0.33"), ("1.0.0", "0.33"),
+                          # development builds: the newest profile at or below their release line
+                          ("0.34.0.dev12+g1a2b3c.cpu", "0.33"), ("0.33.1rc1", "0.33"),
+                          ("0.32.0+cpu", "0.32"), ("0.32.1.dev3+gdeadbee", "0.32"),
+                          # PEP 440 puts these below 0.33.0; they are the 0.33 line, held to 0.33
+                          ("0.33.0.dev5", "0.33"), ("0.33.0rc1", "0.33"), ("0.33.0.post1", "0.33")])
 def test_profile_follows_the_target_release(version, profile):
     assert resolve_profile("auto", version) == profile
 
@@ -55,6 +60,45 @@ def test_explicit_profile_wins_and_unparsable_version_is_an_error():
     assert resolve_profile("layered", "0.32.0") == "layered"
     with pytest.raises(ConfigError, match="set --lifecycle-profile"):
         resolve_profile("auto", "main-dev")
+
+
+@pytest.mark.parametrize(("version", "profile"), [("0.31.2", "0.32"), ("0.31.0.dev9+gabc.cpu", "0.32"),
+                                                ("0.27.0", "0.32"), ("0.27.0.dev1", "0.32")])
+def test_supported_releases_before_the_oldest_profile_take_it(version, profile):
+    assert resolve_profile("auto", version) == profile
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.8.5"])
+def test_a_release_older_than_the_oldest_supported_is_one_line_whatever_the_profile(version):
+    for requested in ("auto", "0.32"):
+        with pytest.raises(ConfigError) as err:
+            resolve_profile(requested, version)
+        assert str(err.value) == (f"vLLM {version} is older than the oldest release the suite "
+                                  f"supports (0.27.0; see README 'Releases')")
+
+
+def test_profile_ranges_are_stated():
+    from fixtures.config import profile_ranges
+
+    assert profile_ranges() == {"0.32": ">=0.27.0,<0.33.0", "0.33": ">=0.33.0"}
+
+
+def test_certify_scope_defaults_by_target_and_refuses_full_for_a_url():
+    assert make().certify_scope == "full"
+    external = {"--lifecycle-target-url": "http://127.0.0.1:8000", "--lifecycle-variants": "MRV1-eager",
+                "--lifecycle-profile": "0.32"}
+    assert make(external).certify_scope == "server"
+    assert make({"--lifecycle-certify-scope": "server"}).certify_scope == "server"
+    assert make(env={"VLLM_LIFECYCLE_CERTIFY_SCOPE": "server"}).certify_scope == "server"
+    with pytest.raises(ConfigError) as err:
+        make(external | {"--lifecycle-certify-scope": "full"})
+    assert str(err.value).startswith("--lifecycle-certify-scope: full needs the Python API")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="--lifecycle-certify-scope: 'all' is not one of server, full"):
+        make({"--lifecycle-certify-scope": "all"})
+    # certified mode accepts an external target's declared variant (it declares, it does not select)
+    certified = make(external | {"--lifecycle-certify": True})
+    assert certified.certify and certified.certify_scope == "server"
 
 
 def test_fault_selection_and_soak_options():

@@ -8,6 +8,7 @@ from faults.detection import (
     CLEAN,
     COLLATERAL,
     MISSED,
+    WRONG_CAUSE,
     Case,
     cases,
     judge,
@@ -15,7 +16,8 @@ from faults.detection import (
 )
 from faults.registry import FAULTS
 
-CASE = Case("f", "f", ("flags/partial-wake", "flags/awake-baseline"), ("flags/partial-wake",))
+CASE = Case("f", "f", ("flags/partial-wake", "flags/awake-baseline"), ("flags/partial-wake",),
+            symptoms={"flags/partial-wake": "^m$"})
 
 
 def rec(bid, outcome, n=0):
@@ -68,7 +70,7 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
         assert args[args.index("--lifecycle-transports") + 1] == case.transport
     offline = [c for c in cases() if c.transport == "offline"]
     assert {c.fault for c in offline} == {"partial-wake-resumes", "wait-skips-drain",
-                                          "buffered-delta-dropped"}
+                                          "buffered-delta-dropped", "late-arrival-dropped"}
 
 
 def test_matrix_markdown_lists_every_cell_and_the_problems():
@@ -79,9 +81,54 @@ def test_matrix_markdown_lists_every_cell_and_the_problems():
 
 def test_a_caught_failure_without_the_required_evidence_is_an_error():
     case = Case("e", "f", ("exploration/reference-model",), ("exploration/reference-model",),
-                evidence="# reproduction")
+                evidence="# reproduction", symptoms={"exploration/reference-model": "Discrepancy"})
     bare = {"nodeid": "x::t", "behaviour": "exploration/reference-model", "outcome": "fail",
             "message": "DiscrepancyError: expected ..."}
     assert judge(case, [bare]).cells["exploration/reference-model"] == BROKEN
     shown = bare | {"message": "DiscrepancyError ...\n# reproduction (run against ...)\ncurl -s ..."}
     assert judge(case, [shown]).cells["exploration/reference-model"] == CAUGHT
+
+
+def test_a_failure_without_the_fault_symptom_is_not_a_catch():
+    """The old judge counted any failure as caught: a hung request, a crash assertion."""
+    hung = rec("flags/partial-wake", "fail") | {"message": "request did not end within 120 s"}
+    row = judge(CASE, [rec("flags/partial-wake", "fail"), hung, rec("flags/awake-baseline", "pass")])
+    assert row.cells["flags/partial-wake"] == WRONG_CAUSE and not row.ok
+    assert "1 of 2 failures lack the symptom" in row.details["flags/partial-wake"]
+
+
+def test_a_case_without_a_symptom_cannot_catch():
+    bare = Case("f", "f", ("flags/partial-wake",), ("flags/partial-wake",))
+    assert judge(bare, [rec("flags/partial-wake", "fail")]).cells["flags/partial-wake"] == BROKEN
+
+
+def test_every_case_names_a_compiling_symptom_for_each_behaviour_it_must_break():
+    import re
+
+    for case in cases():
+        assert set(case.symptoms) == set(case.expect_fail), case.name
+        for pattern in case.symptoms.values():
+            re.compile(pattern)
+
+
+def test_registry_symptoms_tell_the_fault_from_other_failures():
+    """Each symptom matches a message the fault produces and not an unrelated failure."""
+    import re
+
+    from faults import registry as r
+
+    samples = {
+        r.PARTIAL_WAKE_RESUMED: "after waking only weights: expected is_sleeping=True is_paused=True "
+                                "gauge=(0.0, 1.0, 0.0); observed is_sleeping=True is_paused=False "
+                                "gauge=(0.0, 1.0, 0.0)",
+        r.ABORTED_INSTEAD_OF_FINISHED: "/pause?mode=keep: finish reasons ['abort'], expected all 'length'",
+        r.SLEEPING_FLAG_FALSE: "after /sleep?level=1: expected is_sleeping=True is_paused=True "
+                               "gauge=(0.0, 1.0, 0.0); observed is_sleeping=False is_paused=True "
+                               "gauge=(0.0, 1.0, 0.0)",
+        r.SECOND_SLEEP_500: "expected 200 {'status': 'sleeping', 'level': 1}; observed POST "
+                            "/sleep?level=1 -> 500 {'error': 'x'} (0.00 s)",
+    }
+    unrelated = "request did not end within 120 s of the abort"
+    for pattern, message in samples.items():
+        assert re.search(pattern, message, re.DOTALL), pattern
+        assert not re.search(pattern, unrelated, re.DOTALL), pattern

@@ -24,6 +24,7 @@ def test_probe_reads_version_runner_and_model(fake_manager):
     assert facts.model == "fake-model" and facts.v2_runner is False
     assert facts.target.vllm_version == "0.32.0" and facts.target.platform == "cpu"
     assert facts.target.torch_version == "2.13.0+cpu" and not facts.target.cuda_available
+    assert facts.target.vllm_location is None  # the server's install location is not visible over HTTP
 
 
 def test_probe_refuses_a_server_running_another_runner(fake_manager):

@@ -197,3 +197,9 @@ def test_a_dead_host_is_reported_before_any_request(client):
     client.server.alive = False  # type: ignore[attr-defined]
     with pytest.raises(HarnessError, match="host exited"):
         client.flags()
+
+
+def test_release_kv_cache_memory_reaches_the_api_as_a_lifecycle_call(client):
+    # The fake API lacks it: what comes back is the API's own exception, not a host refusal.
+    called = client.call("release_kv_cache_memory")
+    assert called.raised and called.raised["type"] == "AttributeError"

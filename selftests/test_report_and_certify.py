@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import thresholds
 from fixtures import certify, report
 from fixtures.catalog import load_catalog
 from fixtures.config import build_config
@@ -101,15 +105,18 @@ def test_a_complete_passing_run_certifies_and_gaps_do_not():
     assert any("overrides" in p for p in problems) and any("fault" in p for p in problems)
 
 
-def make_bundle(folder: Path, results=None, product=True) -> Path:
+def make_bundle(folder: Path, results=None, product=True, scope: str | None = None) -> Path:
+    """A sealed bundle; PRODUCT.yaml filled in as a vendor would, claiming the run's scope."""
+    results = results or results_for()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps(results or results_for()))
+    (folder / "results.json").write_text(json.dumps(results))
     (folder / "server-logs").mkdir(exist_ok=True)
     (folder / "server-logs" / "s.log").write_text("log\n")
     certify.seal(folder)
     if product:
+        claimed = scope or results.get("certification_scope") or "full"
         (folder / certify.PRODUCT).write_text("vendor: V\nproduct: P\nversion: '1'\nhardware: H\n"
-                                              "contact: c@example.org\n")
+                                              f"contact: c@example.org\ncertification_scope: {claimed}\n")
     return folder
 
 
@@ -134,6 +141,91 @@ def test_the_checker_rejects_an_unfilled_product_or_a_plain_run(tmp_path):
     assert "PRODUCT.yaml: vendor is not filled in" in certify.check_bundle(bundle, CATALOG, "t" * 64)
     plain = make_bundle(tmp_path / "p", results=results_for(certified=None))
     assert any("not made in certified mode" in p for p in certify.check_bundle(plain, CATALOG, "t" * 64))
+
+
+URL = "http://127.0.0.1:8000"
+
+
+def external_results(**extra):
+    """A certified run against an external target, scope server: every HTTP behaviour it can
+    reach passed; the Python API and the suite's own launches were not applicable."""
+    records = []
+    for bid, behaviour in sorted(CATALOG.behaviours.items()):
+        if behaviour.status_for("0.32") != "required":
+            continue
+        for transport in behaviour.transports:
+            reachable = transport == "http" and bid not in certify.OWN_SERVER_BEHAVIOURS
+            records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}-{transport}]",
+                            "behaviour": bid, "variant": "MRV1-eager", "transport": transport,
+                            "outcome": "pass" if reachable else "skip",
+                            "message": "" if reachable else "not applicable to an external target"})
+    base = results_for(target_url=URL, certification_scope="server", variants=["MRV1-eager"],
+                       thresholds={"file_sha256": thresholds.file_digest(), "overrides": {}},
+                       selection={"behaviours": [], "layer": None, "transports": ["http", "offline"]})
+    base["results"] = records
+    return base | extra
+
+
+def test_the_server_scope_judges_http_behaviours_a_url_can_reach():
+    assert certify.run_problems(external_results(), CATALOG) == []
+    failed = external_results()
+    next(r for r in failed["results"] if r["behaviour"] == "flags/sleep-level"
+         and r["transport"] == "http")["outcome"] = "fail"
+    assert certify.run_problems(failed, CATALOG) == [
+        "MRV1-eager: required flags/sleep-level (http) did not pass (fail)"]
+    # the same records judged as full: the offline and own-server behaviours did not run
+    problems = certify.run_problems(external_results(certification_scope="full"), CATALOG)
+    assert problems[0].startswith(f"certification scope full recorded, but the run tested the external "
+                                  f"target {URL}")
+    assert "MRV1-eager: required flags/full-wake (offline) did not pass (skip)" in problems
+    assert "MRV1-eager: required security/dev-endpoints-gated (http) did not pass (skip)" in problems
+    assert certify.run_problems(external_results(certification_scope="most"), CATALOG)[0].startswith(
+        "unknown certification scope 'most'")
+
+
+def _check(bundle: Path) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "fixtures.certify", "check", str(bundle)],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=120, check=False)
+    return proc.returncode, proc.stdout
+
+
+def test_the_checker_accepts_a_server_bundle_from_an_external_target_and_not_relabelled_full(tmp_path):
+    bundle = make_bundle(tmp_path / "server", results=external_results())
+    assert "certification_scope: server" in (tmp_path / "server" / certify.PRODUCT).read_text()
+    code, out = _check(bundle)
+    assert code == 0 and "bundle OK: may be published (certification scope server" in out, out
+    # Relabelled full and resealed, as a forger would: what ran does not support the claim.
+    relabelled = make_bundle(tmp_path / "full", results=external_results(certification_scope="full"))
+    code, out = _check(relabelled)
+    assert code == 1 and "REJECTED: certification scope full recorded, but the run tested" in out, out
+    assert "REJECTED: MRV1-eager: required flags/full-wake (offline) did not pass (skip)" in out
+    # The product card may not claim more than results.json recorded.
+    card = make_bundle(tmp_path / "card", results=external_results(), scope="full")
+    assert certify.check_bundle(card, CATALOG) == [
+        "PRODUCT.yaml: certification_scope 'full' differs from the run's ('server' in results.json)"]
+    bare = make_bundle(tmp_path / "bare", results=external_results())
+    (bare / certify.PRODUCT).write_text("vendor: V\nproduct: P\nversion: '1'\nhardware: H\ncontact: c\n")
+    assert certify.check_bundle(bare, CATALOG) == [
+        "PRODUCT.yaml: certification_scope is missing (the run certified server)"]
+
+
+def test_own_server_behaviours_are_exactly_the_tests_an_external_target_cannot_run():
+    """Tests that launch a server of their own or inspect its process skip on an external target;
+    the server scope leaves out exactly their behaviours."""
+    own: set[str] = set()
+    for path in sorted((Path(__file__).resolve().parent.parent / "conformance").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+                continue
+            args = {a.arg for a in node.args.args}
+            calls = {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call)
+                     and isinstance(n.func, ast.Name)}
+            if args & {"launch", "isolated_server", "isolated_engine"} or "needs_own_process" in calls:
+                own |= {d.args[0].value for d in node.decorator_list if isinstance(d, ast.Call)
+                        and getattr(d.func, "attr", "") == "behaviour" and d.args
+                        and isinstance(d.args[0], ast.Constant)}
+    assert own == set(certify.OWN_SERVER_BEHAVIOURS)
 
 
 def test_the_checker_cli_names_bad_usage(tmp_path, capsys):

@@ -64,28 +64,101 @@ def test_file_without_policy_or_with_bad_comparator_is_refused():
         parse_limits(bad)
 
 
+W, KV, BEFORE = 10 * GIB, 100 * GIB, 120 * GIB  # weights, KV cache, device use awake
+
+
+def staged(asleep=BEFORE - W - KV, weights_back=W, kv_back=KV):
+    """A sleep that left `asleep` in use, then a weights wake and a kv_cache wake re-mapping
+    the given bytes."""
+    return judges.StagedWake(asleep, asleep + weights_back, asleep + weights_back + kv_back)
+
+
 def readings(**changes):
-    base = dict(before=20 * GIB, after_level0=20 * GIB, after_level1=2 * GIB, after_level2=1 * GIB,
-                after_wake=20 * GIB, managed=19 * GIB)
+    base = dict(before=BEFORE, level0_asleep=BEFORE, level1=staged(), level2=staged(),
+                weights=W, kv_cache=KV)
     return judges.DeviceReadings(**{**base, **changes})
 
 
+def failed(r):
+    return judges.failures(judges.device_memory_per_level(r, LIMITS))
+
+
 def test_device_memory_passes_a_healthy_reading():
-    assert judges.failures(judges.device_memory_per_level(readings(), LIMITS)) == []
+    assert failed(readings()) == []
 
 
-def test_device_memory_at_the_limit_passes_and_just_below_fails():
-    at = 20 * GIB - math.ceil(0.9 * 19 * GIB)  # frees 90 % of weights + KV, to the byte
-    assert judges.failures(judges.device_memory_per_level(readings(after_level1=at), LIMITS)) == []
-    below = judges.device_memory_per_level(readings(after_level1=at + (64 << 20)), LIMITS)
-    assert any("freed_fraction_level1" in f for f in judges.failures(below))
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize(("part", "size"), [("weights", W), ("kv", KV)])
+def test_each_part_released_at_the_limit_passes_and_just_below_fails(level, part, size):
+    """Each of weights and KV cache against its own size, at and beyond 90 %."""
+    key = f"{part}_released_fraction_level{level}"
+    short = size - math.ceil(LIMITS[f"mechanism/device-memory-per-level:{key}"].limit * size)
+    assert short > 0
+
+    def with_short(missing):
+        # The sleep kept `missing` bytes of that part, so its wake re-maps that much less.
+        args = {"asleep": BEFORE - W - KV + missing,
+                "weights_back": W - missing if part == "weights" else W,
+                "kv_back": KV - missing if part == "kv" else KV}
+        return readings(**{f"level{level}": staged(**args)})
+
+    assert failed(with_short(short)) == []  # exactly at the limit
+    assert failed(with_short(short // 2)) == []  # inside
+    beyond = failed(with_short(short + (64 << 20)))
+    assert any(key in f for f in beyond), beyond
+
+
+def test_a_level1_sleep_that_keeps_the_weights_fails_though_kv_dominates():
+    """Qwen3-0.6B on an H200: ~1.1 GiB weights, ~110 GiB KV. Keeping the weights frees 99 % of
+    weights + KV, which the old single fraction passed; judged apart, the weights fail."""
+    w, kv = int(1.1 * GIB), 110 * GIB
+    before = w + kv + 3 * GIB
+    kept = judges.StagedWake(asleep=before - kv, after_weights=before - kv, after_wake=before)
+    healthy = judges.StagedWake(before - w - kv, before - kv, before)
+    r = judges.DeviceReadings(before, before, kept, healthy, w, kv)
+    assert (r.before - kept.asleep) / (w + kv) >= 0.9  # what the old judge looked at
+    problems = judges.failures(judges.device_memory_per_level(r, LIMITS))
+    assert len(problems) == 1 and problems[0].startswith(
+        "mechanism/device-memory-per-level weights_released_fraction_level1: observed 0 ")
+
+
+def test_a_wake_that_never_remaps_the_weights_fails_though_use_is_back_within_5_percent():
+    w, kv = int(1.1 * GIB), 110 * GIB
+    before = w + kv + 3 * GIB
+    asleep = before - w - kv
+    no_weights = judges.StagedWake(asleep, asleep, asleep + kv)  # weights wake re-maps nothing
+    r = judges.DeviceReadings(before, before, no_weights, no_weights, w, kv)
+    assert abs(no_weights.after_wake - before) / before <= 0.05  # what the old judge looked at
+    problems = judges.failures(judges.device_memory_per_level(r, LIMITS))
+    assert [p.split(":")[0] for p in problems] == [
+        "mechanism/device-memory-per-level weights_released_fraction_level1",
+        "mechanism/device-memory-per-level weights_released_fraction_level2"]
 
 
 def test_device_memory_catches_level0_release_and_a_short_wake():
-    failures = judges.failures(judges.device_memory_per_level(
-        readings(after_level0=18 * GIB, after_wake=17 * GIB), LIMITS))
-    assert any("freed_bytes_level0" in f for f in failures)
-    assert any("wake_return_fraction" in f for f in failures)
+    short_wake = judges.StagedWake(BEFORE - W - KV, BEFORE - KV, BEFORE - 17 * GIB)
+    problems = failed(readings(level0_asleep=BEFORE - GIB, level1=short_wake))
+    assert any("freed_bytes_level0" in f for f in problems)
+    assert any(f.startswith("mechanism/device-memory-per-level wake_return_fraction [level 1]")
+               for f in problems)
+    assert any("kv_released_fraction_level1" in f for f in problems)
+
+
+@pytest.mark.parametrize(("regained", "ok"), [(0.9, True), (0.95, True), (0.89, False)])
+def test_wake_regained_at_inside_and_beyond(regained, ok):
+    """What the full wake brought back, against weights + KV cache (with a tolerance on the
+    level the use returns to that lets a short return through, to isolate this limit)."""
+    back = int(regained * (W + KV))
+    asleep = BEFORE - back
+    w = judges.StagedWake(asleep, asleep + W, BEFORE)
+    measured = judges.device_memory_per_level(readings(level1=w, weights=W, kv_cache=KV), LIMITS)
+    regained_m = next(m for m in measured if m.name == "wake_regained_fraction [level 1]")
+    assert regained_m.ok == ok, regained_m.describe()
+
+
+def test_device_readings_without_sizes_are_a_reading_error():
+    with pytest.raises(judges.ReadingError, match="device readings without sizes"):
+        judges.device_memory_per_level(readings(weights=0), LIMITS)
 
 
 def test_residual_device_memory_drifting_across_cycles_fails():
@@ -101,6 +174,34 @@ def test_host_rss_slope_and_total():
     assert judges.failures(judges.host_rss_stable(steady, LIMITS)) == []
     failed = judges.failures(judges.host_rss_stable(leak, LIMITS))
     assert any("growth_per_cycle" in f for f in failed) and any("total_growth" in f for f in failed)
+
+
+def test_host_rss_without_a_reading_is_an_error_not_zero_growth():
+    with pytest.raises(judges.ReadingError, match="host RSS series unusable"):
+        judges.host_rss_stable([0] * 10, LIMITS)
+    with pytest.raises(judges.ReadingError):
+        judges.host_rss_stable([800 << 20, 0, 800 << 20], LIMITS)
+    with pytest.raises(judges.ReadingError):
+        judges.host_rss_stable([800 << 20], LIMITS)
+
+
+METRIC = "vllm:sleep_mode_operation_duration_seconds"
+
+
+def test_histogram_seconds_reads_the_sum_delta_and_absent_before_as_zero():
+    assert judges.histogram_seconds(None, (1.0, 0.25), METRIC, "sleep") == 0.25
+    assert judges.histogram_seconds((3.0, 1.0), (4.0, 1.5), METRIC, "wake") == 0.5
+
+
+def test_a_missing_latency_histogram_fails_instead_of_reading_0_s():
+    with pytest.raises(AssertionError, match=r"^mechanism/latency: the engine exposes no "
+                       r"vllm:sleep_mode_operation_duration_seconds series for operation='sleep'"):
+        judges.histogram_seconds(None, None, METRIC, "sleep")
+
+
+def test_a_latency_histogram_that_did_not_count_the_call_fails():
+    with pytest.raises(AssertionError, match=r"count moved by 0 over 1 call\(s\); expected 1"):
+        judges.histogram_seconds((2.0, 0.5), (2.0, 0.5), METRIC, "wake")
 
 
 def test_latency_uses_the_median_and_labels_the_source():

@@ -20,27 +20,54 @@ def _get(limits: Limits, behaviour: str, name: str) -> Limit:
     return limits[f"{behaviour}:{name}"]
 
 
+class ReadingError(ValueError):
+    """A reading the judge cannot use (missing, zero, malformed): the harness failed to
+    observe, so the test is an error, never a pass or a failure."""
+
+
+@dataclass(frozen=True)
+class StagedWake:
+    """Device bytes in use at one sleep level, woken tag by tag (read out of process)."""
+
+    asleep: int  # after /sleep?level=N
+    after_weights: int  # after /wake_up?tags=weights
+    after_wake: int  # after /wake_up?tags=kv_cache: fully awake
+
+
 @dataclass(frozen=True)
 class DeviceReadings:
-    """Bytes used on the device, read out of process, at each point of a sleep/wake sequence."""
+    """Bytes used on the device at each point of a sleep/wake sequence, and the sizes sleep
+    manages, from the engine's own startup report."""
 
     before: int
-    after_level0: int
-    after_level1: int
-    after_level2: int
-    after_wake: int
-    managed: int  # weights + KV cache, from the engine's own startup report
+    level0_asleep: int
+    level1: StagedWake
+    level2: StagedWake
+    weights: int  # bytes of model weights
+    kv_cache: int  # bytes of KV cache
 
 
 def device_memory_per_level(r: DeviceReadings, limits: Limits) -> list[Measurement]:
+    """Level 0 releases nothing; levels 1 and 2 release the weights and the KV cache, each
+    judged against its own size (a sum would let a KV-dominated engine keep its weights); a
+    full wake returns to the pre-sleep use and brings the released bytes back."""
     b = "mechanism/device-memory-per-level"
-    managed = max(r.managed, 1)
-    return [
-        _get(limits, b, "freed_fraction_level1").judge((r.before - r.after_level1) / managed),
-        _get(limits, b, "freed_fraction_level2").judge((r.before - r.after_level2) / managed),
-        _get(limits, b, "freed_bytes_level0").judge(max(0, r.before - r.after_level0)),
-        _get(limits, b, "wake_return_fraction").judge(abs(r.after_wake - r.before) / max(r.before, 1)),
-    ]
+    if r.weights <= 0 or r.kv_cache <= 0 or r.before <= 0:
+        raise ReadingError(f"device readings without sizes: before={r.before} weights={r.weights} "
+                           f"kv_cache={r.kv_cache} bytes")
+    found = [_get(limits, b, "freed_bytes_level0").judge(max(0, r.before - r.level0_asleep))]
+    for level, w in ((1, r.level1), (2, r.level2)):
+        found += [
+            _get(limits, b, f"weights_released_fraction_level{level}").judge(
+                (w.after_weights - w.asleep) / r.weights),
+            _get(limits, b, f"kv_released_fraction_level{level}").judge(
+                (w.after_wake - w.after_weights) / r.kv_cache),
+        ]
+        for m in (_get(limits, b, "wake_return_fraction").judge(abs(w.after_wake - r.before) / r.before),
+                  _get(limits, b, "wake_regained_fraction").judge(
+                      (w.after_wake - w.asleep) / (r.weights + r.kv_cache))):
+            found.append(replace(m, name=f"{m.name} [level {level}]"))
+    return found
 
 
 def growth_per_cycle(series: Sequence[float]) -> float:
@@ -56,6 +83,10 @@ def growth_per_cycle(series: Sequence[float]) -> float:
 
 def host_rss_stable(rss_per_cycle: Sequence[int], limits: Limits) -> list[Measurement]:
     b = "mechanism/host-rss-stable"
+    if len(rss_per_cycle) < 2 or any(v <= 0 for v in rss_per_cycle):
+        # 0 is no reading, not no memory: judged, it would show no growth and pass.
+        raise ReadingError(f"host RSS series unusable (need two or more positive readings): "
+                           f"{list(rss_per_cycle)}")
     first = max(rss_per_cycle[0], 1)
     return [
         _get(limits, b, "growth_per_cycle").judge(max(0.0, growth_per_cycle(rss_per_cycle)) / first),
@@ -77,6 +108,27 @@ def latency(samples: Mapping[str, Sequence[float]], limits: Limits,
             m = _get(limits, "mechanism/latency", f"{op}_seconds").judge(statistics.median(values))
             found.append(replace(m, name=f"{m.name} [{source}]") if source else m)
     return found
+
+
+def histogram_seconds(before: tuple[float, float] | None, after: tuple[float, float] | None,
+                      metric: str, operation: str, calls: int = 1) -> float:
+    """Server-side seconds of `calls` operations: the histogram's sum delta.
+
+    The catalog's mechanism/latency measures through this histogram, so the engine MUST
+    expose it: absent after the call, or a count that did not move by exactly `calls`, is a
+    failure (AssertionError), never 0 s. Absent *before* the first call of an operation is
+    normal (a labelled child appears at its first observation) and reads as zero.
+    """
+    if after is None:
+        raise AssertionError(f"mechanism/latency: the engine exposes no {metric} series for "
+                             f"operation={operation!r} after {calls} such call(s); expected the "
+                             f"histogram to record every call")
+    count0, sum0 = before or (0.0, 0.0)
+    counted = after[0] - count0
+    if counted != calls:
+        raise AssertionError(f"mechanism/latency: {metric}{{operation={operation!r}}} count moved "
+                             f"by {counted:g} over {calls} call(s); expected {calls} (one per call)")
+    return after[1] - sum0
 
 
 def logprob_drift(golden: Sequence[float], now: Sequence[float], limits: Limits) -> list[Measurement]:

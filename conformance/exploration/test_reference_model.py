@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 from fixtures import judges
 from fixtures.client import Generation, Reply, wait_until
 from fixtures.engine import Engine
+from fixtures.expectations import Instance, finding_reached
 from refmodel import model
 
 MAX_TOKENS = 8
@@ -34,7 +35,8 @@ class DiscrepancyError(AssertionError):
     """The engine did something the reference model does not predict."""
 
 
-def build_machine(engine: Engine, findings: list[str], stats: dict[str, int]) -> type[RuleBasedStateMachine]:
+def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
+                  in_scope: Callable[[str], bool] = lambda behaviour: True) -> type[RuleBasedStateMachine]:
     class LifecycleMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -128,7 +130,9 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int]) ->
             if after.held and wait_until(
                     lambda: any(self.requests[n].done.is_set() for n in after.held), HOLD_GRACE_S):
                 ran = [n for n in after.held if self.requests[n].done.is_set()]
-                finding = next((f for f in model.FINDINGS if f.explains(after, "ran-while-held")), None)
+                # Only a finding recorded for this profile, release and variant explains it.
+                finding = next((f for f in model.FINDINGS if f.explains(after, "ran-while-held")
+                                and in_scope(f.behaviour)), None)
                 if finding is None:
                     problems.append(f"requests {ran} answered while the model holds them: "
                                     + "; ".join(self.requests[n].summary() for n in ran))
@@ -207,7 +211,13 @@ def test_reference_model(engine, run_state, request, record_property, monkeypatc
         suppress_health_check=list(HealthCheck),
     )
     try:
-        run_state_machine_as_test(build_machine(engine, findings, stats), settings=budget)
+        instance = Instance(profile=engine.profile, variant=engine.variant.name, transport="http",
+                            release=run_state.target.vllm_version if run_state.target else None)
+
+        def in_scope(behaviour: str) -> bool:
+            return finding_reached(run_state.expectations, behaviour, instance)
+
+        run_state_machine_as_test(build_machine(engine, findings, stats, in_scope), settings=budget)
     finally:
         reached = sorted(set(findings))
         record_property("findings_reached", reached)

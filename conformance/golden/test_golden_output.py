@@ -2,43 +2,24 @@
 
 import pytest
 
+from fixtures import golden
 from fixtures.engine import Engine
 from fixtures.expect import reply_is
 
-PROMPT = "golden output across sleep and wake"
-TOKENS = 64
-LOGPROBS = 1
 STAGED_CYCLES = 5
 
 
-def capture(engine: Engine):
-    gen = engine.complete(PROMPT, TOKENS, logprobs=LOGPROBS)
-    assert gen.error is None and len(gen.token_ids) == TOKENS, f"capture failed: {gen.summary()}"
-    return gen
+def capture(engine: Engine) -> golden.GoldenRun:
+    return golden.capture_http(engine.gen, engine.server.ensure_alive)
 
 
-def golden(engine: Engine):
-    """Captured once per server, on the awake engine, before any test of this module sleeps it."""
-    key = "golden"
-    if key not in engine.server.facts:
-        engine.server.facts[key] = capture(engine)
-    return engine.server.facts[key]
-
-
-def compare(engine: Engine, reference, context: str, limits) -> list[str]:
+def compare(engine: Engine, reference: golden.GoldenRun, context: str, limits) -> list[str]:
     now = capture(engine)
-    problems = []
-    if now.token_ids != reference.token_ids:
-        first = next(i for i, (a, b) in enumerate(zip(now.token_ids, reference.token_ids, strict=True))
-                     if a != b)
-        problems.append(f"{context}: token ids differ from the golden run at position {first}")
-    else:
-        drift = max((abs(a - b) for a, b in zip(now.logprobs, reference.logprobs, strict=True)),
-                    default=0.0)
-        message = limits["golden/after-wake:max_abs_logprob_diff"].check(drift)
-        if message:
-            problems.append(f"{context}: {message}")
-    return problems
+    first = golden.differs(now, reference)
+    if first is not None:
+        return [f"{context}: token ids differ from the golden run at position {first}"]
+    message = limits["golden/after-wake:max_abs_logprob_diff"].check(golden.max_logprob_drift(now, reference))
+    return [f"{context}: {message}"] if message else []
 
 
 def staged(engine: Engine, order):
@@ -55,7 +36,8 @@ SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first",
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_golden_after_wake(seeded_engine, scenario, limits, record_property):
     engine = seeded_engine
-    reference = golden(engine)
+    # Captured at the first attach to the server, before any lifecycle call (fixtures/golden.py).
+    reference = golden.reference(engine.server.facts)
     problems: list[str] = []
     if scenario == "level1-full-wake":
         reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})

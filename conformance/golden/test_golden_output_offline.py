@@ -2,31 +2,17 @@
 
 import pytest
 
-from fixtures.offline import OfflineClient, returned, run_to_end
+from fixtures import golden
+from fixtures.offline import returned
 
-PROMPT = "golden output across sleep and wake, read through the offline Python API"
-TOKENS = 64
-LOGPROBS = 1
 SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first", "level2-reload-weights"]
-
-
-def capture(offline: OfflineClient, rid: str) -> dict:
-    out = run_to_end(offline, rid, PROMPT, TOKENS, logprobs=LOGPROBS).outputs[-1]
-    assert out["logprobs"] is not None and len(out["token_ids"]) == TOKENS, f"capture failed: {out}"
-    return out
-
-
-def golden(offline: OfflineClient) -> dict:
-    """Captured once per engine, awake, before any test of this module sleeps it."""
-    if "golden" not in offline.server.facts:
-        offline.server.facts["golden"] = capture(offline, "golden")
-    return offline.server.facts["golden"]
 
 
 @pytest.mark.behaviour("golden/after-wake")
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_golden_after_wake_offline(offline, scenario, limits, target, record_property):
-    reference = golden(offline)
+    # Captured at the first attach to the host, before any lifecycle call (fixtures/golden.py).
+    reference = golden.reference(offline.server.facts)
     problems: list[str] = []
     if scenario == "level1-full-wake":
         problems += returned(offline.call("sleep", level=1))
@@ -44,12 +30,9 @@ def test_golden_after_wake_offline(offline, scenario, limits, target, record_pro
         if target.platform == "cpu":
             record_property("platform_note", "cpu: level-2 sleep is a no-op; reload not exercised")
     assert not problems, "; ".join(problems)
-    now = capture(offline, f"after-{scenario}")
-    if now["token_ids"] != reference["token_ids"]:
-        first = next(i for i, (a, b) in enumerate(zip(now["token_ids"], reference["token_ids"],
-                                                      strict=True)) if a != b)
+    now = golden.capture_offline(offline, f"after-{scenario}")
+    first = golden.differs(now, reference)
+    if first is not None:
         pytest.fail(f"after {scenario}: token ids differ from the golden run at position {first}")
-    drift = max((abs(a - b) for a, b in zip(now["logprobs"], reference["logprobs"], strict=True)),
-                default=0.0)
-    message = limits["golden/after-wake:max_abs_logprob_diff"].check(drift)
+    message = limits["golden/after-wake:max_abs_logprob_diff"].check(golden.max_logprob_drift(now, reference))
     assert not message, f"after {scenario}: {message}"

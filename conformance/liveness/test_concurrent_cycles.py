@@ -8,12 +8,15 @@ import pytest
 from fixtures import judges
 from fixtures.client import Generation
 from fixtures.expect import serving
+from fixtures.expectations import Instance, finding_reached
 from fixtures.profiles import PROFILES
 
 CLIENTS = 3
 CYCLES = 3
 TOKENS = 64
 MAX_REQUESTS_PER_CLIENT = 40  # bounds the run whatever the engine does
+# Requests queued when a sleep's abort lands end with no finish_reason on some releases.
+CUT_BEFORE_FIRST_TOKEN = "custody/abort-before-first-token"
 
 
 def step_calls(engine):
@@ -28,7 +31,7 @@ def step_calls(engine):
 
 
 @pytest.mark.behaviour("liveness/concurrent-cycles")
-def test_concurrent_cycles(engine):
+def test_concurrent_cycles(request, engine, run_state):
     stop = threading.Event()
     records: list[Generation] = []
     lock = threading.Lock()
@@ -62,16 +65,21 @@ def test_concurrent_cycles(engine):
     assert not stuck, f"client threads still waiting after {engine.request_timeout:.0f} s: {stuck}"
 
     allowed_503 = any(f == "rejected" for f in PROFILES[engine.profile].late_arrival.values())
+    # Tolerated only where the findings file records that finding for this run (profile,
+    # release, variant; its parameters name the other test's APIs, so they are ignored).
+    instance = Instance(profile=engine.profile, variant=engine.variant.name, transport="http",
+                        release=run_state.target.vllm_version if run_state.target else None)
+    known_cut = finding_reached(run_state.expectations, CUT_BEFORE_FIRST_TOKEN, instance)
     problems = []
+    tolerated = 0
     for gen in records:
-        if gen.error is not None:
-            rejected = not judges.rejected_while_paused(gen)
-            if not (allowed_503 and rejected):
-                problems.append(f"request failed: {gen.error!r}")
-        elif gen.finish_reason is None and not gen.completion_tokens:
-            continue  # ended while still queued, cut by the sleep's abort: custody/abort-before-first-token
-        elif gen.finish_reason not in ("length", "abort"):
-            problems.append(f"request ended with {gen.finish_reason!r}: {gen.summary()}")
+        found = judges.cycle_request(gen, TOKENS, allowed_503, known_cut)
+        problems += found
+        tolerated += not found and gen.error is None and gen.finish_reason is None
+    if tolerated:
+        run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
+            f"{tolerated} requests ended with no finish_reason and no token: tolerated as the known "
+            f"finding {CUT_BEFORE_FIRST_TOKEN} in this run's scope")
     if any(code != 200 for code in health):
         problems.append(f"/health answered {sorted(set(health))} during the cycles")
     assert records, "no request completed while the lifecycle cycled"

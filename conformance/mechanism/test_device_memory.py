@@ -1,7 +1,8 @@
 """Device memory, read out of process with NVML: per level, across cycles, and for others.
 
-GPU only. On a platform without device memory these skip with the reason; their judges run
-on synthetic readings in the suite's own tests.
+GPU only. On a platform without device memory these skip with the reason; on a GPU platform
+the suite cannot read (no nvidia-ml-py, ROCm) they are errors. Their judges run on synthetic
+readings in the suite's own tests.
 """
 
 import re
@@ -22,19 +23,37 @@ GIB = 1 << 30
 
 @pytest.fixture
 def gpu_engine(runnable, target, request):
-    """Skip before any server is touched when the platform has no device memory to read."""
+    """Skip before any server is touched when the platform has no device memory to read; on
+    a GPU platform without a working reader, a harness error."""
     reason = device.device_skip_reason(target.platform)
     if reason:
         pytest.skip(reason)
+    device.require_device_reader(target.platform)
     return request.getfixturevalue("engine")
 
 
-def managed_bytes(engine) -> int:
+def managed_sizes(engine) -> tuple[int, int]:
+    """(weights bytes, KV cache bytes) from the engine's startup report."""
     log = engine.server.log_text()
     weights, kv = WEIGHTS_LINE.findall(log), KV_LINE.findall(log)
     if not weights or not kv:
-        raise HarnessError("the server log does not report model and KV cache sizes")
-    return int((float(weights[-1]) + float(kv[-1])) * GIB)
+        raise HarnessError(f"the server log does not report model and KV cache sizes "
+                           f"({WEIGHTS_LINE.pattern!r}, {KV_LINE.pattern!r})")
+    return int(float(weights[-1]) * GIB), int(float(kv[-1]) * GIB)
+
+
+def staged_cycle(engine, level) -> judges.StagedWake:
+    """Sleep at level 1 or 2, then wake the weights and the KV cache one at a time, reading
+    the device after each step (level 2 reloads the weights before the KV cache wakes)."""
+    reply_is(engine.control.sleep(level), 200, {"status": "sleeping", "level": level})
+    asleep = device.device_used_bytes()
+    reply_is(engine.control.wake_up(["weights"]), 200, {"status": "sleeping"})
+    after_weights = device.device_used_bytes()
+    if level == 2:
+        reload = engine.control.call("POST", "/collective_rpc", json={"method": "reload_weights"})
+        assert reload.status == 200, f"collective_rpc reload_weights failed: {reload.describe()}"
+    reply_is(engine.control.wake_up(["kv_cache"]), 200, {"status": "awake"})
+    return judges.StagedWake(asleep, after_weights, device.device_used_bytes())
 
 
 def sleep_then_wake(engine, level):
@@ -46,16 +65,16 @@ def sleep_then_wake(engine, level):
 
 @pytest.mark.behaviour("mechanism/device-memory-per-level")
 def test_device_memory_per_level(gpu_engine, limits, measure):
+    weights, kv_cache = managed_sizes(gpu_engine)
     before = device.device_used_bytes()
     readings = judges.DeviceReadings(
         before=before,
-        after_level0=sleep_then_wake(gpu_engine, 0),
-        after_level1=sleep_then_wake(gpu_engine, 1),
-        after_level2=sleep_then_wake(gpu_engine, 2),
-        after_wake=device.device_used_bytes(),
-        managed=managed_bytes(gpu_engine),
+        level0_asleep=sleep_then_wake(gpu_engine, 0),
+        level1=staged_cycle(gpu_engine, 1),
+        level2=staged_cycle(gpu_engine, 2),
+        weights=weights,
+        kv_cache=kv_cache,
     )
-    gpu_engine.control.call("POST", "/collective_rpc", json={"method": "reload_weights"})
     measure(judges.device_memory_per_level(readings, limits))
 
 

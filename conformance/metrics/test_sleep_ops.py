@@ -1,27 +1,47 @@
-"""The sleep-mode operation metrics count every /sleep and /wake_up call."""
+"""The sleep-mode operation metrics count every accepted /sleep and /wake_up, and no refused one."""
+
+from __future__ import annotations
 
 import pytest
 
 from fixtures import metrics
 from fixtures.expect import reply_is
 
+OPERATIONS = ("sleep", "wake")
+
+
+def count_problems(before: str, after: str, expected: dict[str, float], context: str) -> list[str]:
+    """Observations added per operation between two /metrics texts, and nothing left in flight."""
+    seen = {op: metrics.sleep_op_count(after, op) - metrics.sleep_op_count(before, op) for op in OPERATIONS}
+    problems = []
+    if seen != expected:
+        problems.append(f"{context}: expected observation deltas {expected}; observed {seen}")
+    in_flight = {op: metrics.sleep_ops_in_flight(after, op) for op in OPERATIONS}
+    # An operation never observed on this server may have no in-flight series yet.
+    settled = {op: v == 0.0 or (v is None and metrics.sleep_op_count(after, op) == 0)
+               for op, v in in_flight.items()}
+    if not all(settled.values()):
+        problems.append(f"{context}: expected no operation in flight after the calls answered; "
+                        f"observed {in_flight}")
+    return problems
+
 
 @pytest.mark.behaviour("metrics/sleep-ops-counted")
-def test_sleep_and_wake_are_counted(engine):
+@pytest.mark.parametrize("refused", ["level=3", "mode=foo"])
+def test_sleep_and_wake_are_counted(engine, refused):
     # The engine fixture's own wake_up has registered the series already; compare deltas.
     before = engine.control.metrics_text()
+    name, value = refused.split("=")
+    reply = engine.control.sleep(**{name: value})
+    assert reply.status == 400, (
+        f"expected /sleep?{refused} to be refused with 400; observed {reply.describe()}")
+    after_refused = engine.control.metrics_text()
+    problems = count_problems(before, after_refused, {"sleep": 0.0, "wake": 0.0},
+                              f"after the refused /sleep?{refused}")
+
     reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
     reply_is(engine.control.wake_up(["weights"]), 200, {"status": "sleeping"})
     reply_is(engine.control.wake_up(["kv_cache"]), 200, {"status": "awake"})
-    after = engine.control.metrics_text()
-    seen = {
-        op: metrics.sleep_op_count(after, op) - metrics.sleep_op_count(before, op)
-        for op in ("sleep", "wake")
-    }
-    assert seen == {"sleep": 1.0, "wake": 2.0}, (
-        f"expected one 'sleep' and two 'wake' observations; observed deltas {seen}"
-    )
-    in_flight = {op: metrics.sleep_ops_in_flight(after, op) for op in ("sleep", "wake")}
-    assert in_flight == {"sleep": 0.0, "wake": 0.0}, (
-        f"expected no operation in flight after the calls answered; observed {in_flight}"
-    )
+    problems += count_problems(after_refused, engine.control.metrics_text(), {"sleep": 1.0, "wake": 2.0},
+                               "after one /sleep and two /wake_up")
+    assert not problems, "; ".join(problems)

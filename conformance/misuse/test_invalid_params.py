@@ -2,6 +2,7 @@
 
 import pytest
 
+from fixtures import api_shape
 from fixtures.engine import AWAKE_GAUGE, StateView
 from fixtures.expect import serving, state_is
 
@@ -11,6 +12,11 @@ AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
 def refused_naming(reply, param):
     body = reply.body if isinstance(reply.body, dict) else {}
     error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    if not api_shape.route_validation() and reply.path.startswith("/sleep"):
+        # Before 0.32 /sleep validates nothing at the route: a refusal is judged on its status
+        # class; naming the parameter is the reply shape of api/reply-bodies.
+        assert reply.status == 400, f"expected 400; observed {reply.describe()}"
+        return
     assert reply.status == 400 and error.get("param") == param, (
         f"expected 400 with error.param {param!r}; observed {reply.describe()}"
     )

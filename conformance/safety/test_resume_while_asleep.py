@@ -1,21 +1,46 @@
 """/resume must not become a door to a forward pass on released memory (issue: #44483 again)."""
 
+import time
+
 import pytest
 
-from fixtures import expect
+from fixtures import judges
+from fixtures.engine import HOLD_WINDOW_S, observe_state
 from fixtures.expect import reply_is
+from fixtures.profiles import PROFILES
 
 TOKENS = 16
+POLL_S = 0.1
 
 
 @pytest.mark.behaviour("safety/no-request-while-asleep")
 @pytest.mark.parametrize("level", [1, 2], ids=lambda v: f"level{v}")
 def test_resume_while_asleep(engine, level):
+    if PROFILES[engine.profile].sleep_requires_pause:
+        reply_is(engine.control.pause("abort"), 200, {"status": "paused"})
     reply_is(engine.control.sleep(level), 200, {"status": "sleeping", "level": level})
+    before = observe_state(engine)
     resumed = engine.control.resume()
-    if resumed.status >= 400:
-        return  # refused: the scheduler stays paused, the memory stays safe
-    request = engine.gen.start("sent after a resume while asleep", TOKENS)
-    expect.held(engine, request, f"after /sleep?level={level} then /resume ({resumed.describe()})")
+    after = observe_state(engine)
+    if not 200 <= resumed.status < 300:
+        problems = judges.resume_refused(resumed, before, after, engine.control.health())
+        assert not problems, "; ".join(problems)
+        return  # refused cleanly: the scheduler stays paused, the memory stays safe
+
+    # Streamed, so a request that runs shows its tokens as they come.
+    request = engine.gen.start("sent after a resume while asleep", TOKENS, stream=True)
+    peak_load = 0
+    deadline = time.monotonic() + HOLD_WINDOW_S
+    while time.monotonic() < deadline and not request.done.is_set():
+        peak_load = max(peak_load, engine.control.load())
+        time.sleep(POLL_S)
+    problems = judges.held_while_asleep(request, level, peak_load, engine.control.health(), resumed, after)
+    assert not problems, "; ".join(problems)
+
     reply_is(engine.control.wake_up(), 200, {"status": "awake"})
-    assert request.done.wait(engine.request_timeout), "the held request did not run after the wake"
+    assert request.done.wait(engine.request_timeout), (
+        f"the held request did not run within {engine.request_timeout:.0f} s of the full wake: "
+        f"{request.summary()}"
+    )
+    problems = judges.ran_in_full(request, TOKENS)
+    assert not problems, "the held request after the full wake: " + "; ".join(problems)

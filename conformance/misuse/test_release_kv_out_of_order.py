@@ -1,0 +1,67 @@
+"""/release_kv_cache_memory out of order: refused, nothing released, output unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures import judges
+from fixtures.client import Reply
+from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
+from fixtures.errors import HarnessError
+from fixtures.expect import reply_is, state_is
+from fixtures.profiles import PROFILES
+
+AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
+PROMPT = "release the kv cache out of order"
+TOKENS = 24
+# The precondition each refusal must name (vLLM 0.32/0.33 EngineCore.release_kv_cache_memory:
+# "requires a completed pause first" / "requires all executor memory to be resident").
+NEEDS = {"awake": "completed pause", "asleep": "resident"}
+# vLLM 0.32 lets the refusal escape as "Exception in ASGI application" and drops the keep-alive
+# connection after its 500: the call gets a connection of its own so the next query is not cut.
+ONE_SHOT = {"Connection": "close"}
+
+
+def error_text(reply: Reply) -> str:
+    """The error message of an ErrorResponse or ad-hoc {"error": str} body, else the whole body."""
+    body = reply.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        if error is not None:
+            return str(error)
+    return str(body)
+
+
+def refusal_problems(reply: Reply, needs: str) -> list[str]:
+    """Refused (any 4xx or 5xx; 0.32 answers 500) with an error that names what is missing."""
+    if reply.status < 400:
+        return [f"expected a refusal naming {needs!r}; observed {reply.describe()}"]
+    if needs not in error_text(reply):
+        return [f"refused, but the error does not name {needs!r}; observed {reply.describe()}"]
+    return []
+
+
+@pytest.mark.behaviour("misuse/release-kv-out-of-order")
+@pytest.mark.parametrize("state", ["awake", "asleep"])
+def test_release_kv_out_of_order(engine, state):
+    before = engine.complete(PROMPT, TOKENS)
+    if judges.completed(before, TOKENS):
+        raise HarnessError(f"the greedy run before the release failed: {before.summary()}")
+    expected = AWAKE
+    if state == "asleep":
+        if PROFILES[engine.profile].sleep_requires_pause:
+            reply_is(engine.control.pause("abort"), 200, {"status": "paused"})
+        reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
+        expected = StateView(is_sleeping=True, is_paused=True, gauge=SLEEP_GAUGE[1])
+
+    problems = refusal_problems(engine.control.release_kv_cache_memory(headers=ONE_SHOT), NEEDS[state])
+    assert not problems, f"/release_kv_cache_memory while {state}: " + "; ".join(problems)
+    state_is(engine, expected, f"after the refused release while {state}")
+    if state == "asleep":
+        reply_is(engine.control.wake_up(), 200, {"status": "awake"})
+        state_is(engine, AWAKE, "after the full wake")
+    after = engine.complete(PROMPT, TOKENS)
+    problems = judges.completed(after, TOKENS, reference=before.token_ids)
+    assert not problems, "greedy output after the refused release: " + "; ".join(problems)

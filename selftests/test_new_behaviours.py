@@ -1,0 +1,229 @@
+"""The HTTP behaviours added for upstream's lifecycle checks (issue 13), on hand-made records.
+
+Each judge lives beside its test (conformance/<aspect>/test_*.py, loaded here by path): it must
+pass what the engine should do and catch each way it can break. The state-only tests run whole
+against a scripted engine that breaks one rule.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from fixtures.client import Generation, Reply
+from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE
+
+ROOT = Path(__file__).resolve().parent.parent / "conformance"
+
+
+def load(relative: str) -> ModuleType:
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(f"new_behaviour_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reply(status: int, body: Any, path: str = "/release_kv_cache_memory") -> Reply:
+    return Reply("POST", path, status, body, 0.01)
+
+
+def gen(reasons: list[str | None], tokens: int | None, ids: tuple[int, ...] = ()) -> Generation:
+    record = Generation(stream=True)
+    record.finish_reasons = dict(enumerate(reasons))
+    record.completion_tokens = tokens
+    record.token_ids = list(ids)
+    return record
+
+
+# -- misuse/release-kv-out-of-order ---------------------------------------------------------
+
+def test_release_refusal_names_the_missing_precondition():
+    out_of_order = load("misuse/test_release_kv_out_of_order.py")
+    judge = out_of_order.refusal_problems
+    refused = reply(500, {"error": {"message": "Call to release_kv_cache_memory method failed: "
+                                    "release_kv_cache_memory() requires a completed pause first",
+                                    "type": "InternalServerError", "param": None, "code": 500}})
+    assert judge(refused, "completed pause") == []
+    assert judge(reply(400, {"error": "requires all executor memory to be resident"}), "resident") == []
+    accepted = judge(reply(200, {"status": "kv_cache_released"}), "completed pause")
+    assert accepted and accepted[0].startswith("expected a refusal naming 'completed pause'")
+    # An engine without the precondition check fails later, in the discard, for another reason.
+    wrong = judge(reply(500, {"error": {"message": "Selective discard is not supported on CPU."}}),
+                  "completed pause")
+    assert wrong and wrong[0].startswith("refused, but the error does not name 'completed pause'")
+
+
+# -- flags/release-kv-cache -------------------------------------------------------------------
+
+def test_release_after_pause_is_judged_per_platform():
+    release = load("flags/test_release_kv_cache.py")
+    released = reply(200, {"status": "kv_cache_released"})
+    cpu_refusal = reply(500, {"error": {"message": "Call to release_kv_cache_memory method failed: "
+                                        "Selective discard is not supported on CPU."}})
+    problems, state = release.release_problems(released, "cuda")
+    assert problems == [] and state.gauge == SLEEP_GAUGE[0] and state.is_sleeping and state.is_paused
+    problems, state = release.release_problems(cpu_refusal, "cpu")
+    assert problems == [] and state.gauge == AWAKE_GAUGE and state.is_sleeping and state.is_paused
+    still_refused, _ = release.release_problems(cpu_refusal, "cuda")
+    assert still_refused[0].startswith("expected 200 {'status': 'kv_cache_released'}")
+    other_error, _ = release.release_problems(reply(500, {"error": {"message": "boom"}}), "cpu")
+    assert other_error[0].startswith("expected the CPU refusal 'Selective discard is not supported'")
+
+
+# -- custody/abort-held-request ---------------------------------------------------------------
+
+def test_aborted_held_request_must_end_unrun():
+    held = load("custody/test_abort_held_request.py")
+    assert held.aborted_unrun(gen(["abort"], 0)) == []
+    ran = held.aborted_unrun(gen(["length"], 48, tuple(range(48))))
+    assert any(p.startswith("the aborted request ended with 'length', expected 'abort'") for p in ran)
+    assert any(p.startswith("the aborted request has tokens (48 ids") for p in ran)
+    partial = held.aborted_unrun(gen(["abort"], 5, (1, 2, 3, 4, 5)))
+    assert partial and partial[0].startswith("the aborted request has tokens (5 ids")
+
+
+def test_aborted_held_request_must_not_run_after_resume():
+    held = load("custody/test_abort_held_request.py")
+    assert held.ran_alone(48.0, 0, 48) == []
+    both = held.ran_alone(96.0, 0, 48)
+    assert both and both[0].startswith("96 tokens generated after /resume, expected at most 48")
+    stuck = held.ran_alone(48.0, 1, 48)
+    assert stuck == ["/load is 1 after both requests ended, expected 0"]
+
+
+# -- metrics/sleep-ops-counted ----------------------------------------------------------------
+
+def exposition(sleep: int | None, wake: int, in_flight: float = 0.0) -> str:
+    name = "vllm:sleep_mode_operation_duration_seconds"
+    lines = [f"# TYPE {name} histogram", "# TYPE vllm:sleep_mode_operations_in_flight gauge"]
+    for op, count in (("sleep", sleep), ("wake", wake)):
+        if count is None:
+            continue
+        lines += [f'{name}_bucket{{operation="{op}",le="+Inf"}} {count}',
+                  f'{name}_count{{operation="{op}"}} {count}', f'{name}_sum{{operation="{op}"}} 0.1',
+                  f'vllm:sleep_mode_operations_in_flight{{operation="{op}"}} {in_flight}']
+    return "\n".join(lines) + "\n"
+
+
+def test_refused_sleep_records_nothing_and_accepted_calls_one_each():
+    ops = load("metrics/test_sleep_ops.py")
+    none = {"sleep": 0.0, "wake": 0.0}
+    # A server that has never slept has no sleep series: nothing counted, nothing in flight.
+    assert ops.count_problems(exposition(None, 1), exposition(None, 1), none, "refused") == []
+    counted = ops.count_problems(exposition(None, 1), exposition(1, 1), none,
+                                 "after the refused /sleep?level=3")
+    assert counted and counted[0].startswith(
+        "after the refused /sleep?level=3: expected observation deltas {'sleep': 0.0, 'wake': 0.0}; "
+        "observed {'sleep': 1.0, 'wake': 0.0}")
+    cycle = {"sleep": 1.0, "wake": 2.0}
+    assert ops.count_problems(exposition(None, 1), exposition(1, 3), cycle, "cycle") == []
+    assert ops.count_problems(exposition(1, 1), exposition(2, 2), cycle, "cycle")  # a wake not counted
+    stuck = ops.count_problems(exposition(1, 1), exposition(2, 3, in_flight=1.0), cycle, "cycle")
+    assert stuck and stuck[0].startswith("cycle: expected no operation in flight after the calls answered")
+
+
+# -- whole tests against a scripted engine ------------------------------------------------------
+
+class ScriptedControl:
+    """The control plane of a 0.32-like engine (flags and gauge only), with one bug switchable."""
+
+    def __init__(self, bug: str = "") -> None:
+        self.bug = bug
+        self.paused = False
+        self.tags: set[str] = set()
+        self.gauge = AWAKE_GAUGE
+        self.stale_cache = False
+
+    def pause(self, mode: str | None = None, clear_cache: bool | None = None) -> Reply:
+        if mode not in (None, "abort", "wait", "keep"):
+            if self.bug == "invalid-mode-resumes":
+                self.paused = False
+            return reply(400, {"error": {"param": "query.mode", "code": 400}}, "/pause")
+        if self.paused and self.bug == "double-pause-500":
+            return reply(500, {"error": "Failed to pause generation"}, "/pause")
+        self.paused = True
+        self.stale_cache = self.stale_cache or (self.bug == "kept-cache-stale" and clear_cache is False)
+        return reply(200, {"status": "paused"}, "/pause")
+
+    def resume(self) -> Reply:
+        self.paused = False
+        return reply(200, {"status": "resumed"}, "/resume")
+
+    def sleep(self, level: int = 1, mode: str | None = None) -> Reply:
+        self.paused = True
+        if level >= 1 and "weights" not in self.tags:
+            self.tags = {"weights", "kv_cache"}
+        if self.bug != "gauge-not-updated":
+            self.gauge = SLEEP_GAUGE[level]
+        return reply(200, {"status": "sleeping", "level": level}, "/sleep")
+
+    def wake_up(self, tags: list[str] | None = None) -> Reply:
+        self.tags = set() if tags is None else self.tags - set(tags)
+        awake = not self.tags
+        if awake:
+            self.paused = False
+            self.gauge = AWAKE_GAUGE
+        return reply(200, {"status": "awake" if awake else "sleeping", "tags": tags}, "/wake_up")
+
+    def flags(self) -> tuple[bool, bool]:
+        return self.paused or bool(self.tags), self.paused
+
+    def sleep_state(self) -> tuple[float, float, float]:
+        return self.gauge
+
+    def health(self) -> int:
+        return 200
+
+
+class ScriptedEngine:
+    profile = "0.32"
+    platform = "cpu"
+
+    def __init__(self, bug: str = "") -> None:
+        self.control = ScriptedControl(bug)
+
+    def complete(self, prompt: str, max_tokens: int = 16, **_: Any) -> Generation:
+        # A kept prefix cache that serves stale blocks shifts the greedy ids from then on.
+        shift = 1 if self.control.stale_cache else 0
+        return gen(["length"], max_tokens, tuple(i + shift for i in range(max_tokens)))
+
+
+def test_pause_while_paused_passes_and_catches_a_refused_repeat():
+    paused = load("misuse/test_pause_while_paused.py")
+    paused.test_pause_while_paused(ScriptedEngine(), "keep")
+    with pytest.raises(AssertionError,
+                       match=r"^expected 200 \{'status': 'paused'\}; observed POST /pause -> 500"):
+        paused.test_pause_while_paused(ScriptedEngine("double-pause-500"), "keep")
+
+
+def test_invalid_mode_while_paused_passes_and_catches_an_unpause():
+    paused = load("misuse/test_pause_while_paused.py")
+    paused.test_invalid_mode_while_paused(ScriptedEngine(), "abort")
+    with pytest.raises(AssertionError, match=r"^after the refused /pause\?mode=invalid while paused "
+                                             r"\(abort\): expected is_sleeping=True is_paused=True"):
+        paused.test_invalid_mode_while_paused(ScriptedEngine("invalid-mode-resumes"), "abort")
+
+
+def test_resleep_after_partial_wake_passes_and_catches_a_stale_gauge():
+    resleep = load("flags/test_resleep_after_partial_wake.py")
+    for second in (0, 1, 2):
+        resleep.test_resleep_after_partial_wake(ScriptedEngine(), second)
+    with pytest.raises(AssertionError, match=r"^after /sleep\?level=1: expected is_sleeping=True "
+                                             r"is_paused=True gauge=\(0\.0, 1\.0, 0\.0\)"):
+        resleep.test_resleep_after_partial_wake(ScriptedEngine("gauge-not-updated"), 2)
+
+
+def test_pause_clear_cache_passes_and_catches_changed_output():
+    golden = load("golden/test_pause_clear_cache.py")
+    for clear in (True, False):
+        golden.test_pause_clear_cache(ScriptedEngine(), clear)
+    golden.test_pause_clear_cache(ScriptedEngine("kept-cache-stale"), True)  # the cleared path is fine
+    with pytest.raises(AssertionError, match=r"^/pause\?clear_cache=false then /resume: first run: token ids "
+                                             r"differ from the uninterrupted run from position 0"):
+        golden.test_pause_clear_cache(ScriptedEngine("kept-cache-stale"), False)

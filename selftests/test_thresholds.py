@@ -130,7 +130,10 @@ def test_a_wake_that_never_remaps_the_weights_fails_though_use_is_back_within_5_
     r = judges.DeviceReadings(before, before, no_weights, no_weights, w, kv)
     assert abs(no_weights.after_wake - before) / before <= 0.05  # what the old judge looked at
     problems = judges.failures(judges.device_memory_per_level(r, LIMITS))
-    assert [p.split(":")[0] for p in problems] == [
+    # The staged weights wake shows it, and so does the full wake measured in weights.
+    assert sorted(p.split(":")[0] for p in problems) == [
+        "mechanism/device-memory-per-level wake_return_of_weights [level 1]",
+        "mechanism/device-memory-per-level wake_return_of_weights [level 2]",
         "mechanism/device-memory-per-level weights_released_fraction_level1",
         "mechanism/device-memory-per-level weights_released_fraction_level2"]
 

@@ -42,23 +42,28 @@ def managed_sizes(engine) -> tuple[int, int]:
     return int(float(weights[-1]) * GIB), int(float(kv[-1]) * GIB)
 
 
+def used_bytes(engine) -> int:
+    """Device memory in use on the engine's own device (under -n, the worker's)."""
+    return device.device_used_bytes(device.engine_device(dict(engine.server.config.env)))
+
+
 def staged_cycle(engine, level) -> judges.StagedWake:
     """Sleep at level 1 or 2, then wake the weights and the KV cache one at a time, reading
     the device after each step (level 2 reloads the weights before the KV cache wakes)."""
     reply_is(engine.control.sleep(level), 200, {"status": "sleeping", "level": level})
-    asleep = device.device_used_bytes()
+    asleep = used_bytes(engine)
     reply_is(engine.control.wake_up(["weights"]), 200, {"status": "sleeping"})
-    after_weights = device.device_used_bytes()
+    after_weights = used_bytes(engine)
     if level == 2:
         reload = engine.control.call("POST", "/collective_rpc", json={"method": "reload_weights"})
         assert reload.status == 200, f"collective_rpc reload_weights failed: {reload.describe()}"
     reply_is(engine.control.wake_up(["kv_cache"]), 200, {"status": "awake"})
-    return judges.StagedWake(asleep, after_weights, device.device_used_bytes())
+    return judges.StagedWake(asleep, after_weights, used_bytes(engine))
 
 
 def sleep_then_wake(engine, level):
     reply_is(engine.control.sleep(level), 200, {"status": "sleeping", "level": level})
-    used = device.device_used_bytes()
+    used = used_bytes(engine)
     reply_is(engine.control.wake_up(), 200, {"status": "awake"})
     return used
 
@@ -66,7 +71,7 @@ def sleep_then_wake(engine, level):
 @pytest.mark.behaviour("mechanism/device-memory-per-level")
 def test_device_memory_per_level(gpu_engine, limits, measure):
     weights, kv_cache = managed_sizes(gpu_engine)
-    before = device.device_used_bytes()
+    before = used_bytes(gpu_engine)
     readings = judges.DeviceReadings(
         before=before,
         level0_asleep=sleep_then_wake(gpu_engine, 0),
@@ -87,10 +92,11 @@ def test_device_memory_stable(gpu_engine, limits, measure, record_property):
 
 @pytest.mark.behaviour("mechanism/memory-freed-for-others")
 def test_memory_freed_for_others(gpu_engine, limits, measure, run_state):
-    before = device.device_used_bytes()
+    before = used_bytes(gpu_engine)
     reply_is(gpu_engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
-    freed = before - device.device_used_bytes()
-    allocated = device.allocate_elsewhere(run_state.config.python, freed)
+    freed = before - used_bytes(gpu_engine)
+    allocated = device.allocate_elsewhere(run_state.config.python, freed,
+                                          device=device.engine_device(dict(gpu_engine.server.config.env)))
     reply_is(gpu_engine.control.wake_up(), 200, {"status": "awake"})
     serving(gpu_engine, "after another process used the freed memory")
     measure(judges.freed_for_others(freed, allocated, limits))

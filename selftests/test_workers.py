@@ -109,19 +109,11 @@ def test_four_workers_on_a_fake_gpu_target_make_one_run(tmp_path):
     import sys
     from pathlib import Path
 
-    from fixtures.target import _MARK
-    from selftests.conftest import FAKE_SERVER
+    from selftests.conftest import write_fake_python
 
     probe = {"distribution": "vllm", "vllm_version": "0.32.0", "torch_version": "2.13.0",
              "platform": "cuda", "has_triton": True, "cuda_available": True, "device_name": "fake"}
-    python = tmp_path / "python"
-    python.write_text(
-        "#!/bin/sh\n"
-        f"if [ \"$1\" = \"-c\" ]; then echo '{_MARK}{json.dumps(probe)}'; exit 0; fi\n"
-        "if [ \"$1\" = \"-m\" ]; then shift 2; echo 'Development endpoints are enabled'; "
-        f"if [ \"$VLLM_USE_V2_MODEL_RUNNER\" = 1 ]; then echo 'Using V2 Model Runner'; fi; "
-        f"exec {sys.executable} {FAKE_SERVER} \"$@\"; fi\nexit 9\n")
-    python.chmod(0o755)
+    python = write_fake_python(tmp_path, probe)
     report = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_LIFECYCLE", "FAKE_"))}
     env |= {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "PYTHONDONTWRITEBYTECODE": "1"}

@@ -72,7 +72,8 @@ def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
 # Symptoms: what a failure message says when the fault, not something else, broke the test.
 PARTIAL_WAKE_RESUMED = (r"after waking only weights: expected .*observed .*False"
                         r"|wake_up\(\) returned True .*; expected False")
-RAN_WHILE_HELD = r"(ran|started|answered|tokens arrived|produced) .*(held|only weights was awake)"
+RAN_WHILE_HELD = (r"(ran|running|started|answered|streamed|tokens arrived|produced) "
+                  r".*(held|only weights was awake)")
 ABORTED_INSTEAD_OF_FINISHED = r"finish reasons \['abort'\], expected all 'length'"
 # The late request ends at once (a stream with no finish reason, or 'abort') instead of waiting.
 ABORTED_INSTEAD_OF_HELD = r"answered while it should be held|'abort'|aborted"

@@ -132,3 +132,19 @@ def test_registry_symptoms_tell_the_fault_from_other_failures():
     for pattern, message in samples.items():
         assert re.search(pattern, message, re.DOTALL), pattern
         assert not re.search(pattern, unrelated, re.DOTALL), pattern
+
+
+def test_ran_while_held_matches_every_way_the_hold_judge_reports_a_run():
+    """The symptom is read off the hold judge's own messages, so a reworded message cannot turn
+    a caught fault into a wrong-cause one (as 'running' once did)."""
+    import re
+
+    from faults import registry as r
+    from fixtures.expect import HoldSample, hold_problems
+
+    ran = [HoldSample(0.0, False, 0, 1.0), HoldSample(0.4, False, 3, 1.0), HoldSample(0.8, True, 3, 0.0)]
+    problems = hold_problems(ran, 3.0)
+    assert len(problems) == 3
+    for problem in problems:
+        assert re.search(r.RAN_WHILE_HELD, f"only 'weights' awake: {problem}", re.DOTALL), problem
+    assert not re.search(r.RAN_WHILE_HELD, "request did not end within 120 s of the abort")

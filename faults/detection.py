@@ -59,6 +59,10 @@ _KEYWORDS = {
     "buffered-delta-dropped": "AsyncLLM-MP1 and (delta or full_wake)",
 }
 
+# Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped): a short
+# request timeout turns each hang into a failure in 30 s instead of 120 s.
+_EXTRA_ARGS = {"dp-wake-reaches-one-rank": ("--lifecycle-request-timeout", "30")}
+
 LAYERED_BEHAVIOURS = ("custody/refuse-unpaused-sleep", "custody/late-arrival")
 
 
@@ -75,6 +79,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
             expect_fail=fault.breaks,
             keyword=f"{variant} and ({keyword})" if keyword else variant,
             summary=fault.summary, transport=fault.transport, symptoms=dict(fault.symptoms),
+            extra_args=_EXTRA_ARGS.get(fault.name, ()),
         ))
     preview = FAULTS["layered"]
     out.append(Case(

@@ -198,3 +198,37 @@ def preview_generate_rejects_while_closed(original: Fn) -> Fn:
         async for output in original(self, *args, **kwargs):
             yield output
     return generate
+
+
+# -- topology faults ------------------------------------------------------------------------
+
+def wake_up_reaches_first_engine(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def wake_up_async(self: Any, tags: list[str] | None = None) -> bool:
+        # The bug: the DP fan-out is lost; only the first engine wakes (one engine: no change).
+        return all([await self._call_utility_async("wake_up", tags, engine=self.core_engines[0])])
+    return wake_up_async
+
+
+# Where a front-end keeps the pause state it last saw (per AsyncLLM, i.e. per API server).
+FRONTEND_PAUSED_ATTR = "_lifecycle_frontend_paused"
+
+
+def is_paused_from_frontend_cache(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def is_paused(self: Any) -> bool:
+        # The bug: answered from this front-end's own record, read from the engine only once
+        # and refreshed only by the lifecycle calls this front-end served.
+        if FRONTEND_PAUSED_ATTR not in self.__dict__:
+            self.__dict__[FRONTEND_PAUSED_ATTR] = await original(self)
+        return bool(self.__dict__[FRONTEND_PAUSED_ATTR])
+    return is_paused
+
+
+def refreshes_frontend_pause_cache(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, *args, **kwargs)
+        self.__dict__[FRONTEND_PAUSED_ATTR] = await self.engine_core.is_scheduler_paused_async()
+        return result
+    return call

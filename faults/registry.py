@@ -62,6 +62,8 @@ _ASYNC_PAUSE = ("vllm.v1.engine.async_llm:AsyncLLM.pause_generation", "e800f423a
 _ASYNC_RESUME = ("vllm.v1.engine.async_llm:AsyncLLM.resume_generation", "40d643523ad4f44c")
 _ASYNC_WAKE_UP = ("vllm.v1.engine.async_llm:AsyncLLM.wake_up", "5bcec2632c8c4fe9")
 _ASYNC_GENERATE = ("vllm.v1.engine.async_llm:AsyncLLM.generate", "5bd0ee90459b0e29")
+_ASYNC_IS_PAUSED = ("vllm.v1.engine.async_llm:AsyncLLM.is_paused", "b905cfbd91636c60")
+_CLIENT_WAKE_UP = ("vllm.v1.engine.core_client:AsyncMPClient.wake_up_async", "1af6e0b249958674")
 _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", "3390ffb9a292f21f")
 
 
@@ -85,6 +87,14 @@ LOGPROBS_DRIFTED = r"logprob"
 RSS_GREW = r"(?i)rss"
 SECOND_SLEEP_500 = r"expected 200 .*; observed POST /sleep\?level=[12] -> 500 "
 DELTAS_LOST = r"delta"
+# A rank the wake skipped: the consensus queries disagree, or its requests never finish.
+# A resume is a barrier over every rank in DP: the rank the wake reached then waits forever.
+RANK_LEFT_ASLEEP = (r"the engines gave no common answer: GET /is_sleeping -> 500"
+                    r"|did not finish within .*full wake|finished none of the"
+                    r"|POST /wake_up got no answer within")
+# The API servers disagree about /is_paused (one true, one false), whichever was expected.
+FRONTEND_STALE = (r"expected /is_paused (true|false) on every API server; "
+                  r"observed (?=.*: True\b)(?=.*: False\b)")
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(
@@ -192,6 +202,30 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         patches=(_patch(_COLLECTOR_PUT, "collector_put_replaces_deltas"),),
         symptoms=(("custody/drain-delivers-once", DELTAS_LOST),),
         transport="offline",
+    ),
+    Fault(
+        "dp-wake-reaches-one-rank", "fault",
+        "the DP client sends /wake_up to the first engine only: the other ranks stay asleep",
+        "RFC #51476 §1-2 (a lifecycle call must reach every rank); vLLM #44483 in DP",
+        breaks=("topology/every-rank-follows", "topology/kv-wake-then-resume"),
+        patches=(_patch(_CLIENT_WAKE_UP, "wake_up_reaches_first_engine"),),
+        symptoms=(("topology/every-rank-follows", RANK_LEFT_ASLEEP),
+                  ("topology/kv-wake-then-resume", RANK_LEFT_ASLEEP)),
+    ),
+    Fault(
+        "frontend-stale-pause", "fault",
+        "each API server answers /is_paused from its own record, refreshed only by the lifecycle "
+        "calls it served: a pause through another API server goes unseen",
+        "RFC #51476 §2; vLLM #51488 (per-front-end pause state)",
+        breaks=("topology/admission-every-frontend",),
+        patches=(
+            _patch(_ASYNC_IS_PAUSED, "is_paused_from_frontend_cache"),
+            _patch(_ASYNC_PAUSE, "refreshes_frontend_pause_cache"),
+            _patch(_ASYNC_RESUME, "refreshes_frontend_pause_cache"),
+            _patch(_ASYNC_SLEEP, "refreshes_frontend_pause_cache"),
+            _patch(_ASYNC_WAKE_UP, "refreshes_frontend_pause_cache"),
+        ),
+        symptoms=(("topology/admission-every-frontend", FRONTEND_STALE),),
     ),
     Fault(
         "layered", "preview",

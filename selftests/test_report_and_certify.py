@@ -45,10 +45,12 @@ def results_for(outcomes: dict[str, str] | None = None, **extra):
 def test_matrix_takes_the_worst_outcome_of_each_cell():
     records = [{"behaviour": "a/x", "variant": "V", "outcome": "pass"},
                {"behaviour": "a/x", "variant": "V", "outcome": "fail"},
-               {"behaviour": "a/x", "variant": "W", "outcome": "skip"}]
+               {"behaviour": "a/x", "variant": "W", "outcome": "skip"},
+               {"behaviour": "t/y", "variant": "V", "outcome": "pass", "topology": "dp2"}]
     rows, variants, cells = report.matrix(records)
-    assert rows == [("a/x", "http")] and variants == ["V", "W"]
-    assert cells == {(("a/x", "http"), "V"): "fail", (("a/x", "http"), "W"): "skip"}
+    single, dp2 = ("a/x", "http", "single"), ("t/y", "http", "dp2")
+    assert rows == [single, dp2] and variants == ["V", "W"]
+    assert cells == {(single, "V"): "fail", (single, "W"): "skip", (dp2, "V"): "pass"}
 
 
 def test_reports_carry_verdict_fingerprint_matrix_and_plots():
@@ -56,8 +58,8 @@ def test_reports_carry_verdict_fingerprint_matrix_and_plots():
     results["results"][0]["properties"] = {"rss_bytes_per_cycle": [2**30, 2**30 + 2**20]}
     md = report.render_markdown(results)
     assert md.startswith("# vLLM lifecycle conformance report") and "CONFORMANCE PASS" in md
-    assert "| flags/sleep-level | http | fail |  |" in md  # MRV2-eager has no instance of it
-    assert "| flags/sleep-level | offline LLM-MP1 | fail |  |" in md  # transport is a column
+    assert "| flags/sleep-level | http | single | fail |  |" in md  # MRV2-eager has no instance of it
+    assert "| flags/sleep-level | offline LLM-MP1 | single | fail |  |" in md  # transport is a column
     assert "tiny-llama-0123" in md and "/somewhere" not in md  # no machine path in a report
     page = report.render_html(results)
     assert page.startswith("<!DOCTYPE html>") and 'id="matrix"' in page and "<svg" in page

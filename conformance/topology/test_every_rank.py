@@ -1,0 +1,75 @@
+"""RFC #51476 §1-2 on data parallelism: every lifecycle call reaches every engine."""
+
+import time
+
+import pytest
+
+from fixtures import topology_judges as tj
+from fixtures.client import Generation
+from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine, hold_window
+from fixtures.expect import consensus_flags, finished_fully, reply_is
+
+MAX_TOKENS = 16
+# Enough requests that the DP load balancer gives every engine some (it spreads by load).
+REQUESTS_PER_ENGINE = 4
+
+
+def state_on_every_engine(engine: Engine, engines: int, step: str, flags: tuple[bool, bool],
+                          gauge: tuple[float, float, float] | None) -> None:
+    seen = consensus_flags(engine, step)
+    assert seen == flags, (f"after {step}: expected (is_sleeping, is_paused) = {flags} on every "
+                           f"engine; observed {seen}")
+    if gauge is not None:
+        problems = tj.gauge_problems(tj.gauges(engine.control.metrics_text(), engines), gauge, step)
+        assert not problems, "; ".join(problems)
+
+
+def watch_held(engine: Engine, gens: list[Generation], step: str) -> None:
+    window = hold_window(MAX_TOKENS, engine.measured_rate())
+    began = time.monotonic()
+    while True:
+        problems = tj.held_problems([(i, g.done.is_set(), len(g.chunks)) for i, g in enumerate(gens)],
+                                    window, step)
+        assert not problems, "; ".join(problems) + "; " + " | ".join(g.summary() for g in gens)
+        if time.monotonic() - began >= window:
+            return
+        time.sleep(0.2)
+
+
+@pytest.mark.behaviour("topology/every-rank-follows")
+@pytest.mark.topologies("dp2")
+def test_every_rank_follows(topology_engine, topology):
+    e, n = topology_engine, topology.engines
+
+    reply_is(e.control.pause(mode="abort"), 200, {"status": "paused"})
+    state_on_every_engine(e, n, "/pause?mode=abort", (True, True), AWAKE_GAUGE)
+    reply_is(e.control.resume(), 200, {"status": "resumed"})
+    state_on_every_engine(e, n, "/resume", (False, False), AWAKE_GAUGE)
+
+    reply_is(e.control.sleep(1), 200, {"status": "sleeping", "level": 1})
+    state_on_every_engine(e, n, "/sleep?level=1", (True, True), SLEEP_GAUGE[1])
+    reply_is(e.control.wake_up(["weights"]), 200, {"status": "sleeping"})
+    state_on_every_engine(e, n, "/wake_up?tags=weights", (True, True), SLEEP_GAUGE[1])
+
+    before = tj.per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
+    sent = REQUESTS_PER_ENGINE * n
+    gens = [e.gen.start(f"rank request {i}", MAX_TOKENS, stream=True) for i in range(sent)]
+    e.wait_load(at_least=sent)
+    watch_held(e, gens, "requests sent while only the weights were awake")
+
+    reply_is(e.control.wake_up(["kv_cache"]), 200, {"status": "awake"})
+    state_on_every_engine(e, n, "/wake_up?tags=kv_cache", (False, False), AWAKE_GAUGE)
+    for i, gen in enumerate(gens):
+        assert gen.done.wait(e.request_timeout), (
+            f"held request #{i} did not finish within {e.request_timeout:.0f} s of the full wake "
+            f"(an engine the wake did not reach keeps it): {gen.summary()}")
+        finished_fully(gen, MAX_TOKENS, f"held request #{i} after the full wake")
+    after = tj.per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
+    problems = tj.served_problems(before, after, sent, "after the full wake")
+    assert not problems, "; ".join(problems)
+
+    reply_is(e.control.sleep(2), 200, {"status": "sleeping", "level": 2})
+    state_on_every_engine(e, n, "/sleep?level=2", (True, True), SLEEP_GAUGE[2])
+    reply_is(e.control.wake_up(), 200, {"status": "awake"})
+    state_on_every_engine(e, n, "/wake_up", (False, False), AWAKE_GAUGE)
+    finished_fully(e.complete("after the cycle", MAX_TOKENS), MAX_TOKENS, "a request after the cycle")

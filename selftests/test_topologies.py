@@ -1,0 +1,200 @@
+"""The topology axis: selection, core split, DP-class proof, the pure judges, catalog and
+option checks, and the symptoms of the topology faults read off the judges' own messages."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from faults import registry
+from fixtures import topology_judges as tj
+from fixtures.catalog import CatalogError, coverage_problems, parse_catalog
+from fixtures.config import build_config
+from fixtures.errors import ConfigError
+from fixtures.tiny_model import DECLARED_EXPERTS, moe_declared
+from fixtures.topologies import (
+    TOPOLOGIES,
+    UnknownTopologyError,
+    cpu_skip_reason,
+    dp_rank_proven,
+    select_topologies,
+    split_cores,
+    topology_named,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_selection_keeps_catalog_order_and_names_unknown_ones():
+    assert [t.name for t in select_topologies(None)] == ["single", "dp2", "api2"]
+    assert [t.name for t in select_topologies("api2, dp2,dp2")] == ["dp2", "api2"]
+    with pytest.raises(UnknownTopologyError,
+                       match="unknown topology 'dp3'; known topologies: single, dp2, api2"):
+        select_topologies("dp2,dp3")
+    with pytest.raises(UnknownTopologyError, match="no topology named"):
+        select_topologies(" , ")
+
+
+def test_the_option_is_one_line_error_and_certification_refuses_it():
+    def make(options, env=None):
+        return build_config(options.get, env or {}, Path("/tmp/suite-root"))
+
+    with pytest.raises(ConfigError) as err:
+        make({"--lifecycle-topologies": "dp4"})
+    assert str(err.value).startswith("--lifecycle-topologies: unknown topology 'dp4'")
+    assert "\n" not in str(err.value)
+    assert [t.name for t in make({}, {"VLLM_LIFECYCLE_TOPOLOGIES": "dp2"}).topologies] == ["dp2"]
+    with pytest.raises(ConfigError, match="not allowed together with --lifecycle-topologies"):
+        make({"--lifecycle-topologies": "single", "--lifecycle-certify": "1"})
+
+
+def test_launch_arguments_per_topology():
+    assert topology_named("single").launch_args == ()
+    assert topology_named("dp2").launch_args == ("--data-parallel-size", "2")
+    assert topology_named("api2").launch_args == ("--api-server-count", "2")
+    assert [t.moe_declared for t in TOPOLOGIES] == [False, True, False]
+
+
+def test_cores_split_per_rank_and_too_few_cores_skip_with_the_reason():
+    assert split_cores([0, 1], 2) == [[0], [1]]
+    assert split_cores([0, 1, 2, 3, 4], 2) == [[0, 1, 2], [3, 4]]
+    assert cpu_skip_reason(topology_named("dp2"), [0, 1]) is None
+    assert cpu_skip_reason(topology_named("dp2"), [1]) == (
+        "topology dp2 needs 2 CPU cores (one per engine); this process owns 1 (1)")
+    assert cpu_skip_reason(topology_named("api2"), [1]) is None
+
+
+RANK_LINE = ("(Worker_DP{w} pid=1{w}) INFO [parallel_state.py:2350] rank {r} in world size {n} is "
+             "assigned as DP rank {r}, PP rank 0, PCP rank 0, TP rank 0, ETP rank 0, EP rank {r}, "
+             "EPLB rank N/A")
+DP_LOG = "\n".join(RANK_LINE.format(w=r, r=r, n=2) for r in (0, 1))
+# A dense model's ranks are reconfigured into DP worlds of their own.
+DENSE_LOG = "\n".join(RANK_LINE.format(w=r, r=0, n=1) for r in (0, 1))
+
+
+def test_the_dp_engine_class_is_proven_from_the_log_and_a_dense_dp_is_refused():
+    assert dp_rank_proven(DP_LOG, 2) is None
+    missing = dp_rank_proven(DENSE_LOG, 2)
+    assert missing is not None and "'is assigned as DP rank 0,'" in missing and "DP rank 1" in missing
+    assert dp_rank_proven(DP_LOG.splitlines()[0], 2) is not None  # one rank is not both
+
+
+def test_the_moe_declared_copy_declares_experts_and_keeps_the_rest(tmp_path):
+    dense = tmp_path / "tiny"
+    dense.mkdir()
+    (dense / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 8}')
+    (dense / "model.safetensors").write_bytes(b"weights")
+    declared = moe_declared(dense)
+    assert declared.name == "tiny-moe-declared" and moe_declared(dense) == declared
+    import json
+
+    config = json.loads((declared / "config.json").read_text())
+    assert config == {"architectures": ["LlamaForCausalLM"], "hidden_size": 8, **DECLARED_EXPERTS}
+    assert (declared / "model.safetensors").read_bytes() == b"weights"
+    assert "num_local_experts" not in json.loads((dense / "config.json").read_text())
+
+
+METRICS = """\
+# TYPE vllm:request_success counter
+vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 5.0
+vllm:request_success_total{engine="0",finished_reason="abort",model_name="m"} 1.0
+vllm:request_success_total{engine="1",finished_reason="length",model_name="m"} 2.0
+# TYPE vllm:engine_sleep_state gauge
+vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="awake"} 0.0
+vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="weights_offloaded"} 1.0
+vllm:engine_sleep_state{engine="0",model_name="m",sleep_state="discard_all"} 0.0
+vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="awake"} 1.0
+vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="weights_offloaded"} 0.0
+vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="discard_all"} 0.0
+"""
+
+
+def test_per_engine_counters_and_gauges():
+    assert tj.per_engine(METRICS, tj.SUCCESS_TOTAL, 2) == {"0": 6.0, "1": 2.0}
+    assert tj.per_engine(METRICS, tj.SUCCESS_TOTAL, 3)["2"] == 0.0
+    seen = tj.gauges(METRICS, 2)
+    assert seen == {"0": (0.0, 1.0, 0.0), "1": (1.0, 0.0, 0.0)}
+    assert tj.gauge_problems({"0": (0.0, 1.0, 0.0), "1": (0.0, 1.0, 0.0)}, (0.0, 1.0, 0.0), "s") == []
+    assert tj.gauge_problems(seen, (0.0, 1.0, 0.0), "/sleep?level=1") == [
+        "after /sleep?level=1: expected vllm:engine_sleep_state (0.0, 1.0, 0.0) on every engine; "
+        "observed engine 1: (1.0, 0.0, 0.0)"]
+
+
+def test_every_engine_must_serve_its_share():
+    before = {"0": 1.0, "1": 1.0}
+    assert tj.served_problems(before, {"0": 5.0, "1": 5.0}, 8, "x") == []
+    idle = tj.served_problems(before, {"0": 9.0, "1": 1.0}, 8, "after the full wake")
+    assert len(idle) == 1 and idle[0].startswith("after the full wake: engine(s) 1 finished none")
+    short = tj.served_problems(before, {"0": 4.0, "1": 3.0}, 8, "x")
+    assert len(short) == 1 and "counted 5 successful requests of the 8 sent" in short[0]
+
+
+def test_frontends_must_agree_and_held_requests_must_not_run():
+    assert tj.frontend_problems({11: True, 12: True}, True, "/is_paused", "s") == []
+    stale = tj.frontend_problems({11: True, 12: False}, True, "/is_paused", "/pause via pid 11")
+    assert stale == ["after /pause via pid 11: expected /is_paused true on every API server; "
+                     "observed pid 11: True, pid 12: False"]
+    broken = tj.frontend_problems({11: "GET /is_paused -> 500 {} (0.01 s)"}, True, "/is_paused", "s")
+    assert "pid 11: GET /is_paused -> 500" in broken[0]
+    assert tj.held_problems([(0, False, 0), (1, False, 0)], 3.0, "s") == []
+    ran = tj.held_problems([(0, False, 0), (1, True, 4), (2, False, 2)], 3.0, "during the pause")
+    assert ran == ["during the pause: 2 of 3 request(s) ran while they should be held (within the "
+                   "3.0 s hold window: #1 answered, #2 2 chunk(s))"]
+
+
+def test_topology_fault_symptoms_match_the_judges_messages_and_not_others():
+    stale = tj.frontend_problems({11: True, 12: False}, True, "/is_paused", "/pause?mode=abort")[0]
+    assert re.search(registry.FRONTEND_STALE, stale)
+    resumed = tj.frontend_problems({11: True, 12: False}, False, "/is_paused", "/resume")[0]
+    assert re.search(registry.FRONTEND_STALE, resumed)  # a stale true after the resume
+    agreed_wrong = tj.frontend_problems({11: False, 12: False}, True, "/is_paused", "/pause")[0]
+    assert not re.search(registry.FRONTEND_STALE, agreed_wrong)  # both wrong: not this fault
+    crashed = tj.frontend_problems({11: "GET /is_paused -> 500", 12: True}, True, "/is_paused", "x")[0]
+    assert not re.search(registry.FRONTEND_STALE, crashed)
+    left = tj.served_problems({"0": 0.0, "1": 0.0}, {"0": 8.0, "1": 0.0}, 8, "after the full wake")[0]
+    for message in (left, "after /wake_up?tags=kv_cache: the engines gave no common answer: GET "
+                          "/is_sleeping -> 500 'Internal Server Error' (0.01 s); GET /is_paused -> 200",
+                    "POST /wake_up got no answer within 120 s"):
+        assert re.search(registry.RANK_LEFT_ASLEEP, message), message
+    assert not re.search(registry.RANK_LEFT_ASLEEP, "request did not end within 120 s of the abort")
+
+
+CATALOG = """
+behaviours:
+  - id: topo/thing
+    must: Every rank MUST follow.
+    layer: contract
+    source: spec
+    status: required
+    topologies: [dp2]
+"""
+
+
+def test_catalog_topologies_are_strict_and_the_tests_must_match():
+    catalog = parse_catalog(CATALOG)
+    assert catalog["topo/thing"].topologies == ("dp2",)
+    with pytest.raises(CatalogError, match="unknown topologies"):
+        parse_catalog(CATALOG.replace("[dp2]", "[dp9]"))
+    assert coverage_problems(catalog, {"t::a": ["topo/thing"]}, True, topologies={"t::a": ("dp2",)}) == []
+    wrong = coverage_problems(catalog, {"t::a": ["topo/thing"]}, True)
+    assert wrong[0] == "t::a: runs 'topo/thing' on topologies single; the catalog declares dp2"
+
+
+def _collect(*args: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "conformance", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [ln for ln in proc.stdout.splitlines() if "::" in ln]
+
+
+def test_dash_k_and_the_option_select_the_same_topology_instances():
+    by_k = _collect("-k", "dp2")
+    by_option = _collect("--lifecycle-topologies", "dp2")
+    assert by_k and all("-dp2]" in ln for ln in by_k)
+    assert sorted(by_k) == sorted(by_option)
+

@@ -59,11 +59,21 @@ _KEYWORDS = {
     "buffered-delta-dropped": "AsyncLLM-MP1 and (delta or full_wake)",
 }
 
-# Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped): a short
-# request timeout turns each hang into a failure in 30 s instead of 120 s.
-_EXTRA_ARGS = {"dp-wake-reaches-one-rank": ("--lifecycle-request-timeout", "30")}
+# Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
+# woken while paused waits forever in an all-reduce): a short
+# request timeout turns each hang into a failure in seconds instead of 120 s.
+_EXTRA_ARGS = {"dp-wake-reaches-one-rank": ("--lifecycle-request-timeout", "15"),
+               "dp-stale-wave-wakes-paused": ("--lifecycle-request-timeout", "15")}
 
-LAYERED_BEHAVIOURS = ("custody/refuse-unpaused-sleep", "custody/late-arrival")
+# The exploration on dp2 is proven here too: judged by the layered model, stock vLLM differs
+# at its first un-paused sleep, on the dp2 server this case starts anyway.
+LAYERED_BEHAVIOURS = ("custody/refuse-unpaused-sleep", "custody/late-arrival",
+                      "topology/layered-sleep-every-rank", "topology/reference-model")
+UNPAUSED_SLEEP_DONE = r"un-paused sleep must be refused .*; observed POST /sleep\?level=1 -> 200\b"
+# What the exploration reports where stock vLLM is not layered: an un-paused sleep accepted, or
+# a request arriving during a pause held instead of rejected.
+LAYERED_DISCREPANCY = (r"expected a 4xx naming 'pause'; observed POST /sleep\S* -> 200\b"
+                       r"|expected a 503 'Generation is paused")
 
 
 def cases(variant: str = "MRV1-eager") -> list[Case]:
@@ -92,8 +102,9 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         behaviours=(*LAYERED_BEHAVIOURS, "flags/awake-baseline"), expect_fail=LAYERED_BEHAVIOURS,
         profile="layered", keyword=variant,
         summary="stock vLLM judged by the layered profile: the tentative tests must fail",
-        symptoms={"custody/refuse-unpaused-sleep":
-                  r"un-paused sleep must be refused .*; observed POST /sleep\?level=1 -> 200\b",
+        symptoms={"custody/refuse-unpaused-sleep": UNPAUSED_SLEEP_DONE,
+                  "topology/layered-sleep-every-rank": UNPAUSED_SLEEP_DONE,
+                  "topology/reference-model": LAYERED_DISCREPANCY,
                   "custody/late-arrival": r"no rejection within .*the request was held instead"},
     ))
     out.append(Case(

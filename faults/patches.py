@@ -7,6 +7,9 @@ is armed, inside a vLLM process. Every replacement keeps the original's signatur
 from __future__ import annotations
 
 import functools
+import inspect
+import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -232,3 +235,99 @@ def refreshes_frontend_pause_cache(original: Fn) -> Fn:
         self.__dict__[FRONTEND_PAUSED_ATTR] = await self.engine_core.is_scheduler_paused_async()
         return result
     return call
+
+
+# -- the coordinator latch (RFC #51476 §1, the code before vLLM #51481) -----------------------
+# The coordinator is a spawned process that never loads vLLM's plugins, so the fault reaches it
+# through the function the spawn runs: a module-level function (pickled by reference) that
+# arms the fault in the coordinator, then runs the original.
+_LATCH_ANCHOR = re.compile(
+    r"^(?P<indent>[ ]+)self\._send_start_wave\(\n\s+publish_back, current_wave, engine_to_exclude\n"
+    r"\s+\)\n", re.MULTILINE)
+_ORIGINAL_RUN_COORDINATOR: list[Fn] = []
+
+
+def coordinator_predicts_running(original: Fn) -> Fn:
+    """The coordinator's input loop, with the pre-#51481 prediction put back: forwarding a new
+    request's START_DP_WAVE marks the engines running (and publishes it), though a paused
+    engine drops that message and so never sends the wave_complete that would clear it."""
+    source = textwrap.dedent(inspect.getsource(original))
+    edited, count = _LATCH_ANCHOR.subn(
+        lambda m: m.group(0) + f"{m['indent']}engines_running = True\n"
+                               f"{m['indent']}wave_state_changed = True\n", source)
+    if count != 1:  # the digest pin makes this unreachable unless the pin is edited by hand
+        raise RuntimeError(f"the coordinator's START_DP_WAVE forwarding was found {count} times")
+    namespace: dict[str, Any] = {}
+    exec(compile(edited, inspect.getsourcefile(original) or "<coordinator>", "exec"),
+         original.__globals__, namespace)
+    return namespace[original.__name__]
+
+
+def coordinator_arms_itself(original: Any) -> Any:
+    _ORIGINAL_RUN_COORDINATOR[:] = [original.__func__]
+    return staticmethod(run_coordinator_armed)
+
+
+def run_coordinator_armed(*args: Any, **kwargs: Any) -> Any:
+    """What the coordinator process runs instead of DPCoordinatorProc.run_coordinator."""
+    if not _ORIGINAL_RUN_COORDINATOR:  # a fresh (spawned) process: arm the fault here too
+        from faults import plugin
+
+        plugin.register()
+    return _ORIGINAL_RUN_COORDINATOR[0](*args, **kwargs)
+
+
+def start_wave_wakes_paused_engine(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def handle(self: Any, request_type: Any, request: Any) -> None:
+        from vllm.v1.engine import EngineCoreRequestType
+
+        # The bug (vLLM #39366): a paused engine acts on the START_DP_WAVE that a request
+        # arriving during the pause sets off, when it must drop it. The engine the request went
+        # to is left out, as the coordinator asks (it names that engine by its identity bytes).
+        if request_type != EngineCoreRequestType.START_DP_WAVE or not self.ignore_start_dp_wave:
+            return original(self, request_type, request)
+        exclude = request[1]
+        if isinstance(exclude, bytes) and int.from_bytes(exclude, "little") == self.engine_index:
+            return None
+        self.ignore_start_dp_wave = False
+        try:
+            return original(self, request_type, request)
+        finally:
+            self.ignore_start_dp_wave = True
+    return handle
+
+
+# Consensus all-reduces a pause sits out under the fault below, stepping all the while. In vLLM
+# before #52957 a pause waited out the 32-step sync cadence (3.4 s of a 110 ms MoE step); a
+# dummy forward of the embedded model takes milliseconds on CPU, so more steps make the seconds.
+PAUSE_CONSENSUS_ROUNDS = 64
+
+
+def pause_completes_before_consensus(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def complete(self: Any) -> bool:
+        # The bug (RFC #51476 §3): the pause is reported complete as soon as it is asked for,
+        # while every rank has just been kick-started to step to the consensus.
+        original(self)  # pending_pause, and every rank stepping
+        return True
+    return complete
+
+
+def consensus_on_a_slow_cadence(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def sync(self: Any, local_unfinished: bool) -> bool:
+        # The all-reduces stay exactly vLLM's (each rank meets the others at the same steps);
+        # only the agreement they reach is set aside, the same way on every rank, until the
+        # pause has sat out PAUSE_CONSENSUS_ROUNDS of them.
+        pending = self.pending_pause
+        running = original(self, local_unfinished)
+        if pending and not self.pending_pause:  # the ranks agreed at this all-reduce
+            agreed = getattr(self, "_fault_agreements", 0) + 1
+            if agreed < PAUSE_CONSENSUS_ROUNDS:
+                self._fault_agreements = agreed
+                self.pending_pause, self.ignore_start_dp_wave = True, False
+                return True
+            self._fault_agreements = 0
+        return running
+    return sync

@@ -64,6 +64,11 @@ _ASYNC_WAKE_UP = ("vllm.v1.engine.async_llm:AsyncLLM.wake_up", "5bcec2632c8c4fe9
 _ASYNC_GENERATE = ("vllm.v1.engine.async_llm:AsyncLLM.generate", "5bd0ee90459b0e29")
 _ASYNC_IS_PAUSED = ("vllm.v1.engine.async_llm:AsyncLLM.is_paused", "b905cfbd91636c60")
 _CLIENT_WAKE_UP = ("vllm.v1.engine.core_client:AsyncMPClient.wake_up_async", "1af6e0b249958674")
+_COORDINATOR_LOOP = ("vllm.v1.engine.coordinator:DPCoordinatorProc.process_input_socket", "860ce6fe5445a6f0")
+_COORDINATOR_RUN = ("vllm.v1.engine.coordinator:DPCoordinatorProc.run_coordinator", "be5aecaaaf734543")
+_DP_HANDLE_REQUEST = ("vllm.v1.engine.core:DPEngineCoreProc._handle_client_request", "67a5a8088415acbe")
+_DP_SYNC = ("vllm.v1.engine.core:DPEngineCoreProc._has_global_unfinished_reqs", "31494c986c3bdcf2")
+_DP_PAUSE_COMPLETE = ("vllm.v1.engine.core:DPEngineCoreProc._pause_complete", "208f1189cf3444ab")
 _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", "3390ffb9a292f21f")
 
 
@@ -95,6 +100,14 @@ RANK_LEFT_ASLEEP = (r"the engines gave no common answer: GET /is_sleeping -> 500
 # The API servers disagree about /is_paused (one true, one false), whichever was expected.
 FRONTEND_STALE = (r"expected /is_paused (true|false) on every API server; "
                   r"observed (?=.*: True\b)(?=.*: False\b)")
+# The drain never ends: the DP client keeps reporting the engines running while they are paused.
+DRAIN_LATCHED = r"wait_for_requests_to_drain\(\) (raised TimeoutError|took)\b.*reported running"
+# A paused rank woken into a wave: a lifecycle step or the held request hangs or overruns.
+WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got no answer|took)"
+                      r"|the request sent while paused)")
+# An engine that keeps working once its pause returned: its CPU reading beyond the idle one.
+KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
+                r"observed [\d.]+ (cores|%).*beyond by")
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(
@@ -211,6 +224,41 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         patches=(_patch(_CLIENT_WAKE_UP, "wake_up_reaches_first_engine"),),
         symptoms=(("topology/every-rank-follows", RANK_LEFT_ASLEEP),
                   ("topology/kv-wake-then-resume", RANK_LEFT_ASLEEP)),
+    ),
+    Fault(
+        "dp-coordinator-latch", "fault",
+        "the DP coordinator marks the engines running when it forwards a paused engine's wake for "
+        "a new request, and nothing clears it while they stay paused: the drain never ends",
+        "RFC #51476 §1 (the latch); vLLM #51481 (engines_running only from the engines' own reports)",
+        breaks=("topology/drain-after-late-request",),
+        guards=(),  # the coordinator exists only under DP; no other behaviour drives this host
+        patches=(_patch(_COORDINATOR_LOOP, "coordinator_predicts_running"),
+                 _patch(_COORDINATOR_RUN, "coordinator_arms_itself")),
+        symptoms=(("topology/drain-after-late-request", DRAIN_LATCHED),),
+        transport="offline",
+    ),
+    Fault(
+        "dp-stale-wave-wakes-paused", "fault",
+        "a paused DP engine acts on the START_DP_WAVE a request arriving during the pause sets "
+        "off: it starts a wave (dummy batches, DP all-reduces) that its paused peers never join",
+        "vLLM #39366, prime-rl#2325 (a stale START_DP_WAVE woke a paused engine during a "
+        "collective weight load); RFC #51476 §3",
+        breaks=("topology/collective-rpc-while-paused",),
+        guards=(),  # DPEngineCoreProc runs only under DP: a single engine never reaches it
+        patches=(_patch(_DP_HANDLE_REQUEST, "start_wave_wakes_paused_engine"),),
+        symptoms=(("topology/collective-rpc-while-paused", WOKEN_WHILE_PAUSED),),
+    ),
+    Fault(
+        "dp-pause-completes-before-consensus", "fault",
+        "a DP pause is reported complete as soon as it is asked for, while every rank still "
+        "steps dummy forwards to the pause consensus (reached hundreds of steps later)",
+        "RFC #51476 §3 (pause completion is not a quiescence barrier; in DP, pause creates "
+        "work); vLLM #52914, #52957",
+        breaks=("topology/quiescent-after-pause",),
+        guards=(),  # DPEngineCoreProc runs only under DP: a single engine never reaches it
+        patches=(_patch(_DP_PAUSE_COMPLETE, "pause_completes_before_consensus"),
+                 _patch(_DP_SYNC, "consensus_on_a_slow_cadence")),
+        symptoms=(("topology/quiescent-after-pause", KEPT_WORKING),),
     ),
     Fault(
         "frontend-stale-pause", "fault",

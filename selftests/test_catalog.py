@@ -152,6 +152,15 @@ def test_repeat_makes_rounds_of_every_instance():
     assert len(ids) == 3 and all(f"round{n}" in ln for n, ln in zip((1, 2, 3), sorted(ids), strict=True)), ids
 
 
+def test_topology_tests_soak_their_own_number_of_rounds():
+    proc = _collect("-k", "MRV1 and (awake_baseline or every_rank_follows)", "--lifecycle-repeat", "2",
+                    "--lifecycle-topology-repeat", "1")
+    ids = [ln for ln in proc.stdout.splitlines() if "::" in ln]
+    single = [ln for ln in ids if "awake_baseline" in ln]
+    topology = [ln for ln in ids if "every_rank_follows" in ln]
+    assert len(single) == 2 and len(topology) == 1 and "round1" in topology[0], ids
+
+
 def test_transport_selection_keeps_one_transport():
     offline = _collect("-k", "MRV1", "--lifecycle-transports", "offline")
     ids = [ln for ln in offline.stdout.splitlines() if "::" in ln]

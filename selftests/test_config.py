@@ -108,6 +108,11 @@ def test_fault_selection_and_soak_options():
     assert config.fault == "keep-aborts" and config.repeat == 3 and config.layer == "contract"
     assert config.behaviours == ("custody/", "flags/awake-baseline")
     assert make().fault is None and make().repeat == 1
+    assert config.topology_repeat == 3  # follows --lifecycle-repeat unless given
+    fewer = make({"--lifecycle-repeat": "2", "--lifecycle-topology-repeat": "1"})
+    assert fewer.repeat == 2 and fewer.topology_repeat == 1
+    assert make({"--lifecycle-explore-examples": "7"}).topology_explore_examples == 7
+    assert make({"--lifecycle-topology-explore-examples": "5"}).topology_explore_examples == 5
 
 
 @pytest.mark.parametrize(
@@ -116,6 +121,9 @@ def test_fault_selection_and_soak_options():
         ({"--lifecycle-fault": "typo"}, "--lifecycle-fault: unknown fault 'typo'"),
         ({"--lifecycle-layer": "both"}, "--lifecycle-layer: 'both' is not one of contract, mechanism"),
         ({"--lifecycle-repeat": "0"}, "--lifecycle-repeat: must be positive"),
+        ({"--lifecycle-topology-repeat": "two"}, "--lifecycle-topology-repeat: 'two' is not a number"),
+        ({"--lifecycle-topology-explore-examples": "0"},
+         "--lifecycle-topology-explore-examples: must be positive"),
     ],
 )
 def test_bad_detection_options_name_the_option(options, message):

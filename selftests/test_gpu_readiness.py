@@ -107,3 +107,28 @@ def test_a_cuda_target_without_pynvml_is_an_error_not_a_skip(tmp_path):
     ran, out = run_gpu_suite(tmp_path, nvml=False)
     assert {r["outcome"] for r in ran.values()} == {"error"} and len(ran) == 3, out
     assert all("needs nvidia-ml-py (import pynvml)" in r["message"] for r in ran.values()), out
+
+
+def test_device_utilization_is_read_through_nvml_and_judged_per_device(tmp_path, monkeypatch):
+    """topology/quiescent-after-pause on a GPU: every rank's device utilization over the window
+    (the stand-in pynvml serves a scripted percent), judged against busy_device_percent."""
+    from fixtures import device
+    from fixtures import topology_judges as tj
+    from thresholds import Limit
+
+    state = tmp_path / "nvml.json"
+    state.write_text(json.dumps({"used": 0, "total": 1 << 30, "utilization": 37}))
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state))
+    monkeypatch.syspath_prepend(str(FAKE_NVML))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    assert device.engine_devices({"CUDA_VISIBLE_DEVICES": "0, 3"}) == ["0", "3"]
+    assert device.busy_percent(["0"], 0.3, interval=0.1) == {"0": 37}
+    limit = Limit("topology/quiescent-after-pause", "busy_device_percent", "<=", 5, "%", "r")
+    busy = tj.device_quiescence({"0": 37, "1": 0}, limit, "after /pause?mode=abort on an idle engine")
+    assert [m.describe() for m in busy if not m.ok] == [
+        "topology/quiescent-after-pause busy_device_percent [after /pause?mode=abort on an idle "
+        "engine, device 0]: observed 37 %, limit <= 5 (beyond by 32)"]
+    import pynvml
+
+    with pytest.raises(pynvml.NVMLError, match="Invalid Argument"):
+        device.busy_percent(["1"], 0.1)  # the stand-in has one device: NVML refuses another

@@ -11,8 +11,21 @@ import pytest
 
 from fixtures import offline_host
 from fixtures.errors import HarnessError
-from fixtures.offline import BY_NAME, NotInFlightError, OfflineClient, engines_named, returned
-from fixtures.offline_custody import IN_FLIGHT_ATTEMPTS, start_in_flight
+from fixtures.offline import (
+    BY_NAME,
+    Called,
+    Delivery,
+    NotInFlightError,
+    OfflineClient,
+    engines_named,
+    returned,
+)
+from fixtures.offline_custody import (
+    IN_FLIGHT_ATTEMPTS,
+    DrainObservation,
+    drain_began_late,
+    start_in_flight,
+)
 
 
 class FakeOutput:
@@ -203,3 +216,30 @@ def test_release_kv_cache_memory_reaches_the_api_as_a_lifecycle_call(client):
     # The fake API lacks it: what comes back is the API's own exception, not a host refusal.
     called = client.call("release_kv_cache_memory")
     assert called.raised and called.raised["type"] == "AttributeError"
+
+
+def _drained(flight: list[str], waiting: list[str], raised: bool = False) -> DrainObservation:
+    def outs(phases: list[str]) -> list[dict]:
+        return [{"phase": p, "token_ids": [1] * (i + 1), "finished": i == len(phases) - 1,
+                 "finish_reason": "length" if i == len(phases) - 1 else None}
+                for i, p in enumerate(phases)]
+    slept = Called("sleep", raised={"type": "ValueError", "message": "no"} if raised else None)
+    return DrainObservation(
+        kind="cumulative", size=400, reference=[1], waiting_reference=[1], slept=slept,
+        woke=Called("wake_up", True), flight=Delivery("in-flight", outs(flight)),
+        waiting=Delivery("waiting", outs(waiting)), waiting_progress_asleep=0)
+
+
+def test_a_drain_that_began_after_the_request_finished_is_not_judged():
+    over = drain_began_late(_drained(["awake", "awake"], ["awake", "draining"]))
+    assert over == "the request in flight (400 tokens) had finished before the sleep was asked for"
+    begun = drain_began_late(_drained(["awake", "draining"], ["awake", "woken"]))
+    assert begun == "the queued request had begun before the sleep was asked for"
+
+
+def test_a_drain_is_judged_whatever_the_engine_did_once_it_was_asked():
+    # The queued request admitted during the drain is the engine's doing: judged, not retried.
+    assert drain_began_late(_drained(["awake", "draining"], ["draining", "draining"])) is None
+    assert drain_began_late(_drained(["awake", "draining"], ["woken", "woken"])) is None
+    # A refusal is an observation too, even with the request over before it.
+    assert drain_began_late(_drained(["awake", "awake"], [], raised=True)) is None

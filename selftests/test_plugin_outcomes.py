@@ -73,6 +73,14 @@ def test_soak_summary_counts_failures_per_round_and_flaky_behaviours():
     assert soak["flaky_behaviours"] == ["x/a"]  # x/b failed every round: broken, not flaky
 
 
+def test_a_behaviour_soaked_fewer_rounds_is_flaky_only_within_its_own_rounds():
+    # --lifecycle-topology-repeat 1 beside --lifecycle-repeat 2: a topology test runs round 1 only.
+    records = [_rec("a[round1]", "x/a", "pass", 1), _rec("a[round2]", "x/a", "pass", 2),
+               _rec("t[dp2-round1]", "topology/t", "fail", 1)]
+    soak = results.soak_summary(records)
+    assert soak["rounds"] == 2 and soak["flaky_behaviours"] == []  # failed every round it ran
+
+
 def test_behaviour_selection_by_id_prefix_and_layer():
     from fixtures.catalog import load_catalog
 

@@ -156,7 +156,8 @@ def external_results(**extra):
         if behaviour.status_for("0.32") != "required":
             continue
         for transport in behaviour.transports:
-            reachable = transport == "http" and bid not in certify.OWN_SERVER_BEHAVIOURS
+            reachable = (transport == "http" and bid not in certify.OWN_SERVER_BEHAVIOURS
+                         and behaviour.topologies == ("single",))
             records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}-{transport}]",
                             "behaviour": bid, "variant": "MRV1-eager", "transport": transport,
                             "outcome": "pass" if reachable else "skip",
@@ -181,6 +182,8 @@ def test_the_server_scope_judges_http_behaviours_a_url_can_reach():
                                   f"target {URL}")
     assert "MRV1-eager: required flags/full-wake (offline) did not pass (skip)" in problems
     assert "MRV1-eager: required security/dev-endpoints-gated (http) did not pass (skip)" in problems
+    # a topology server is one the suite launches: full only
+    assert "MRV1-eager: required topology/every-rank-follows (http) did not pass (skip)" in problems
     assert certify.run_problems(external_results(certification_scope="most"), CATALOG)[0].startswith(
         "unknown certification scope 'most'")
 

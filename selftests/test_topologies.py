@@ -6,15 +6,18 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from faults import registry
+from fixtures import process_cpu
 from fixtures import topology_judges as tj
 from fixtures.catalog import CatalogError, coverage_problems, parse_catalog
 from fixtures.config import build_config
-from fixtures.errors import ConfigError
+from fixtures.errors import ConfigError, HarnessError
 from fixtures.tiny_model import DECLARED_EXPERTS, moe_declared
 from fixtures.topologies import (
     TOPOLOGIES,
@@ -25,6 +28,7 @@ from fixtures.topologies import (
     split_cores,
     topology_named,
 )
+from thresholds import Limit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -195,6 +199,86 @@ def _collect(*args: str) -> list[str]:
 def test_dash_k_and_the_option_select_the_same_topology_instances():
     by_k = _collect("-k", "dp2")
     by_option = _collect("--lifecycle-topologies", "dp2")
-    assert by_k and all("-dp2]" in ln for ln in by_k)
+    assert by_k and all("-dp2]" in ln or "-dp2-" in ln for ln in by_k)
     assert sorted(by_k) == sorted(by_option)
 
+
+
+def _drain(**changes) -> tj.DrainRound:
+    base = dict(round=1, paused=None, drain_seconds=0.0, drain_raised=None, running_after=False,
+                resumed=None, finished={"late-1": "length", "fresh-1": "length"},
+                expected_tokens=16, tokens={"late-1": 16, "fresh-1": 16})
+    return tj.DrainRound(**(base | changes))
+
+
+def test_the_drain_must_return_in_time_and_both_requests_finish():
+    assert tj.drain_problems([_drain(), _drain(round=2, drain_seconds=5.0)], 15, 30) == []
+    latched = tj.drain_problems([_drain(drain_seconds=30.0, running_after=True,
+                                        drain_raised="TimeoutError: Timeout reached")], 15, 30)
+    slow = tj.drain_problems([_drain(drain_seconds=20.0, running_after=True)], 15, 30)
+    for message in (latched + slow):
+        assert re.search(registry.DRAIN_LATCHED, message), message
+    # After the resume: a lost held request, short output, a failed resume; none is the latch.
+    others = tj.drain_problems([_drain(finished={"late-1": "no output", "fresh-1": "length"}),
+                                _drain(tokens={"late-1": 16, "fresh-1": 3}),
+                                _drain(resumed="raised RuntimeError: x (0.01 s)"),
+                                _drain(paused="raised RuntimeError: y (0.01 s)")], 15, 30)
+    assert len(others) == 4
+    assert not any(re.search(registry.DRAIN_LATCHED, m) for m in others), others
+    assert "late-1" in others[0] and "3 tokens" in others[1]
+
+
+def test_the_woken_while_paused_symptom_names_a_round_step_that_hung_or_overran():
+    for message in ("round 1: POST /collective_rpc got no answer within 10 s",
+                    "round 7: POST /resume took 12.30 s (limit 10 s)",
+                    "round 3: POST /pause got no answer within 10 s",
+                    "round 2: the request sent while paused did not finish within 30 s of /resume"):
+        assert re.search(registry.WOKEN_WHILE_PAUSED, message), message
+    for message in ("round 1: expected 200; observed POST /collective_rpc -> 500 {} (0.01 s)",
+                    "the reference request before the first pause: request raised X",
+                    "after 20 rounds of pause -> collective RPC -> resume: greedy output changed"):
+        assert not re.search(registry.WOKEN_WHILE_PAUSED, message), message
+
+
+QUIET_LIMIT = Limit("topology/quiescent-after-pause", "busy_cores_above_idle", "<=", 0.1, "cores", "r")
+
+
+def test_quiescence_holds_each_engine_to_its_own_idle_reading():
+    idle = {"VLLM::EngineCore_DP0": 0.005, "VLLM::EngineCore_DP1": 0.3}
+    found = tj.quiescence(idle, {"VLLM::EngineCore_DP0": 0.09, "VLLM::EngineCore_DP1": 0.35},
+                          QUIET_LIMIT, "after /pause?mode=abort on an idle engine")
+    assert [(round(m.observed, 3), m.ok) for m in found] == [(0.085, True), (0.05, True)]
+    stepping = tj.quiescence(idle, {"VLLM::EngineCore_DP0": 0.6, "VLLM::EngineCore_DP1": 0.3},
+                             QUIET_LIMIT, "after /pause?mode=wait with a request running")
+    beyond = [m.describe() for m in stepping if not m.ok]
+    assert beyond == ["topology/quiescent-after-pause busy_cores_above_idle [after /pause?mode=wait "
+                      "with a request running, VLLM::EngineCore_DP0; idle 0.005, then 0.6]: observed "
+                      "0.595 cores, limit <= 0.1 (beyond by 0.495)"]
+    assert re.search(registry.KEPT_WORKING, beyond[0])
+    within = [m.describe() for m in found]
+    assert not any(re.search(registry.KEPT_WORKING, m) for m in within)
+    with pytest.raises(HarnessError, match="appeared after the idle reading"):
+        tj.quiescence(idle, {"VLLM::EngineCore_DP2": 0.0}, QUIET_LIMIT, "x")
+
+
+def test_busy_cores_tells_a_spinning_process_from_a_sleeping_one():
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 5\n"
+                             "while time.time() < end: pass"])
+    rest = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    procs = {"spin": psutil.Process(spin.pid), "rest": psutil.Process(rest.pid)}
+    try:
+        time.sleep(0.3)  # both past interpreter start
+        seen = process_cpu.busy_cores(procs, 1.0)
+    finally:
+        for proc in (spin, rest):
+            proc.kill()
+            proc.wait()
+    assert seen["spin"] > 0.3 and seen["rest"] < 0.05, seen
+    with pytest.raises(HarnessError, match=r"spin \(pid \d+\) could not be read"):
+        process_cpu.busy_cores({"spin": procs["spin"]}, 0.1)
+
+
+def test_the_gauge_of_several_engines_counts_only_when_they_agree():
+    assert tj.common_gauge({"0": (0.0, 1.0, 0.0), "1": (0.0, 1.0, 0.0)}) == (0, 1, 0)
+    assert tj.common_gauge({"0": (0.0, 1.0, 0.0), "1": (1.0, 0.0, 0.0)}) is None
+    assert tj.common_gauge({"0": (1.0, 0.0, 0.0), "1": None}) is None

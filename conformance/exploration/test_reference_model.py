@@ -19,6 +19,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from fixtures import api_shape, judges
+from fixtures import topology_judges as tj
 from fixtures.client import Generation, Reply, wait_until
 from fixtures.engine import Engine
 from fixtures.expectations import Instance, finding_reached
@@ -36,7 +37,8 @@ class DiscrepancyError(AssertionError):
 
 
 def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
-                  in_scope: Callable[[str], bool] = lambda behaviour: True) -> type[RuleBasedStateMachine]:
+                  in_scope: Callable[[str], bool] = lambda behaviour: True,
+                  engines: int = 1) -> type[RuleBasedStateMachine]:
     class LifecycleMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -141,9 +143,10 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                                     f"(asleep {sorted(after.asleep)}, unpaused)")
                     after = replace(after, held=tuple(n for n in after.held if n not in ran))
             expected = after.observation()
-            observed = _observe(engine, expected.load)
+            observed, disagreements = _observe(engine, expected.load, engines)
             if observed != expected:
                 problems.append(f"expected {expected}; observed {observed}")
+            problems += disagreements
             if problems:
                 self._fail(label, prediction, problems)
             self.state = after
@@ -179,15 +182,33 @@ def _reply_problems(prediction: model.Prediction, reply: Reply) -> list[str]:
     return [f"expected {prediction.status} {prediction.body or ''}; observed {reply.describe()}"]
 
 
-def _observe(engine: Engine, expected_load: int) -> model.Observation:
+def _observe(engine: Engine, expected_load: int, engines: int) -> tuple[model.Observation, list[str]]:
+    """What the engine shows, and (several engines) where the engines do not agree."""
     # /load drops when a response has been written, a moment after the client saw it end.
     wait_until(lambda: engine.control.load() == expected_load, 2.0)
-    gauge = engine.control.sleep_state()
+    if engines == 1:
+        gauge = engine.control.sleep_state()
+        return model.Observation(
+            is_sleeping=engine.control.is_sleeping(), is_paused=engine.control.is_paused(),
+            gauge=tuple(int(v) for v in gauge) if gauge else None,  # type: ignore[arg-type]
+            load=engine.control.load(),
+        ), []
+    # Several engines: the flags are consensus queries (a 500 when the engines disagree) and
+    # the gauge has one sample per engine label; each must agree before it is compared.
+    sleeping = engine.control.call("GET", "/is_sleeping")
+    paused = engine.control.call("GET", "/is_paused")
+    disagreements = [f"the engines gave no common answer: {r.describe()}"
+                     for r in (sleeping, paused) if r.status != 200]
+    gauges = tj.gauges(engine.control.metrics_text(), engines)
+    gauge = tj.common_gauge(gauges)
+    if gauge is None:
+        disagreements.append(f"vllm:engine_sleep_state differs between engines: {gauges}")
     return model.Observation(
-        is_sleeping=engine.control.is_sleeping(), is_paused=engine.control.is_paused(),
-        gauge=tuple(int(v) for v in gauge) if gauge else None,  # type: ignore[arg-type]
+        is_sleeping=bool(sleeping.body.get("is_sleeping")) if sleeping.status == 200 else False,
+        is_paused=bool(paused.body.get("is_paused")) if paused.status == 200 else False,
+        gauge=gauge,  # type: ignore[arg-type]
         load=engine.control.load(),
-    )
+    ), disagreements
 
 
 def _cap_shrinking(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,13 +222,27 @@ def _cap_shrinking(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.behaviour("exploration/reference-model")
 def test_reference_model(engine, run_state, request, record_property, monkeypatch):
+    explore(engine, 1, run_state.config.explore_examples, run_state, request, record_property,
+            monkeypatch)
+
+
+@pytest.mark.behaviour("topology/reference-model")
+@pytest.mark.topologies("dp2")
+def test_reference_model_on_every_engine(topology_engine, topology, run_state, request,
+                                         record_property, monkeypatch):
+    explore(topology_engine, topology.engines, run_state.config.topology_explore_examples,
+            run_state, request, record_property, monkeypatch)
+
+
+def explore(engine: Engine, engines: int, examples: int, run_state, request, record_property,
+            monkeypatch) -> None:
     suite = run_state.config
     _cap_shrinking(monkeypatch)
     findings: list[str] = []
     stats = {"sequences": 0, "steps": 0}
     database = DirectoryBasedExampleDatabase(str(suite.report_dir.parent / "hypothesis-db"))
     budget = settings(
-        max_examples=suite.explore_examples, stateful_step_count=suite.explore_steps,
+        max_examples=examples, stateful_step_count=suite.explore_steps,
         deadline=None, database=database, print_blob=True,
         suppress_health_check=list(HealthCheck),
     )
@@ -218,7 +253,8 @@ def test_reference_model(engine, run_state, request, record_property, monkeypatc
         def in_scope(behaviour: str) -> bool:
             return finding_reached(run_state.expectations, behaviour, instance)
 
-        run_state_machine_as_test(build_machine(engine, findings, stats, in_scope), settings=budget)
+        run_state_machine_as_test(build_machine(engine, findings, stats, in_scope, engines),
+                                  settings=budget)
     finally:
         reached = sorted(set(findings))
         record_property("findings_reached", reached)

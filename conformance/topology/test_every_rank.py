@@ -7,21 +7,11 @@ import pytest
 from fixtures import topology_judges as tj
 from fixtures.client import Generation
 from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine, hold_window
-from fixtures.expect import consensus_flags, finished_fully, reply_is
+from fixtures.expect import finished_fully, reply_is, state_on_every_engine
 
 MAX_TOKENS = 16
 # Enough requests that the DP load balancer gives every engine some (it spreads by load).
 REQUESTS_PER_ENGINE = 4
-
-
-def state_on_every_engine(engine: Engine, engines: int, step: str, flags: tuple[bool, bool],
-                          gauge: tuple[float, float, float] | None) -> None:
-    seen = consensus_flags(engine, step)
-    assert seen == flags, (f"after {step}: expected (is_sleeping, is_paused) = {flags} on every "
-                           f"engine; observed {seen}")
-    if gauge is not None:
-        problems = tj.gauge_problems(tj.gauges(engine.control.metrics_text(), engines), gauge, step)
-        assert not problems, "; ".join(problems)
 
 
 def watch_held(engine: Engine, gens: list[Generation], step: str) -> None:

@@ -1,7 +1,8 @@
 """A stand-in for nvidia-ml-py's `pynvml`: only what fixtures/device.py calls, one device.
 
 Its readings are the fake GPU server's (selftests/fake_server.py, FAKE_POST=vllm), which
-writes the bytes it maps to the file named by FAKE_NVML_STATE. Like NVML, a call before
+writes the bytes it maps to the file named by FAKE_NVML_STATE (and a test may write a
+"utilization" percent there). Like NVML, a call before
 nvmlInit (or after the matching nvmlShutdown) is an NVMLError, and so is a missing device.
 """
 
@@ -27,6 +28,12 @@ class c_nvmlMemory_t:  # noqa: N801 - pynvml's name
 
 
 @dataclass(frozen=True)
+class c_nvmlUtilization_t:  # noqa: N801
+    gpu: int
+    memory: int
+
+
+@dataclass(frozen=True)
 class _Handle:
     index: int
 
@@ -34,6 +41,14 @@ class _Handle:
 def _require_init() -> None:
     if _initialised <= 0:
         raise NVMLError("Uninitialized")
+
+
+def _state(handle: _Handle) -> dict:
+    """The device's scripted readings (a handle NVML did not give out is an NVMLError)."""
+    if not isinstance(handle, _Handle):
+        raise NVMLError("Invalid Argument")
+    with open(os.environ[STATE_ENV]) as f:
+        return dict(json.load(f))
 
 
 def nvmlInit() -> None:  # noqa: N802 - pynvml's names follow
@@ -64,9 +79,12 @@ def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:  # noqa: N802
 
 def nvmlDeviceGetMemoryInfo(handle: _Handle) -> c_nvmlMemory_t:  # noqa: N802
     _require_init()
-    if not isinstance(handle, _Handle):
-        raise NVMLError("Invalid Argument")
-    with open(os.environ[STATE_ENV]) as f:
-        state = json.load(f)
+    state = _state(handle)
     used, total = int(state["used"]), int(state["total"])
     return c_nvmlMemory_t(total=total, free=total - used, used=used)
+
+
+def nvmlDeviceGetUtilizationRates(handle: _Handle) -> c_nvmlUtilization_t:  # noqa: N802
+    _require_init()
+    state = _state(handle)
+    return c_nvmlUtilization_t(gpu=int(state.get("utilization", 0)), memory=0)

@@ -1,0 +1,81 @@
+"""RFC #51476 §3 on data parallelism: a pause is complete only when the engines are quiet.
+
+Every DP rank steps while any rank has a request (the idle ones run dummy forwards in the
+wave), and a pause sets every rank stepping until they agree on it. Once /pause has answered,
+no engine may still be stepping: the CPU time of each engine-core process over the window
+right after the answer is held to its own idle reading (fixtures/process_cpu.py says why the
+workers are not read), with one request running when the pause arrives, and again for a pause
+of an idle engine (whose latency is recorded too).
+"""
+
+import threading
+import time
+
+import pytest
+
+from fixtures import device
+from fixtures import topology_judges as tj
+from fixtures.client import wait_until
+from fixtures.errors import HarnessError
+from fixtures.expect import reply_is
+from fixtures.process_cpu import busy_cores, engine_processes
+from thresholds import Measurement
+
+# Long enough that a stepping engine cannot hide between two samples, short for the suite.
+WINDOW_S = 2.0
+RUNNING_WITHIN_S = 10.0
+STARTED_S = 0.5  # from reaching the server to decoding: a prefill of a short prompt
+BEHAVIOUR = "topology/quiescent-after-pause"
+
+
+def watch(e, procs, idle, limits, step: str) -> list[Measurement]:
+    """The window after `step`: every engine core's CPU time against its idle reading, and on
+    a GPU every rank's device utilization, read over the same window."""
+    readings: dict[str, int] = {}
+    if e.platform == "cuda":
+        devices = device.engine_devices(dict(e.server.config.env))
+        thread = threading.Thread(target=lambda: readings.update(device.busy_percent(devices, WINDOW_S)))
+        thread.start()
+    after = busy_cores(procs, WINDOW_S)
+    found = tj.quiescence(idle, after, limits[f"{BEHAVIOUR}:busy_cores_above_idle"], step)
+    if e.platform == "cuda":
+        thread.join()
+        if not readings:
+            raise HarnessError(f"no NVML utilization was read over the window after {step}")
+        found += tj.device_quiescence(readings, limits[f"{BEHAVIOUR}:busy_device_percent"], step)
+    return found
+
+
+@pytest.mark.behaviour(BEHAVIOUR)
+@pytest.mark.topologies("dp2")
+@pytest.mark.parametrize("mode", ["abort", "wait", "keep"])
+def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
+    e = topology_engine
+    if e.platform != "cuda":
+        note(f"device utilization not read: platform {e.platform!r} has no device NVML reads; "
+             f"judged on the engine cores' CPU time alone")
+    procs = engine_processes(e.server)
+    idle = busy_cores(procs, WINDOW_S)
+
+    # Seen on the server (/load), not by its stream: with a rank stepping on each of two cores
+    # the client can be starved of chunks (start_in_flight's confirmation) for seconds, and the
+    # DP running gauge moves only with the engines' periodic stats.
+    gen = e.gen.start(f"a request running when the pause arrives ({mode})", e.in_flight_tokens())
+    if not wait_until(lambda: e.control.load() >= 1 or gen.done.is_set(), RUNNING_WITHIN_S):
+        raise HarnessError(f"the request did not reach the server within {RUNNING_WITHIN_S:g} s: "
+                           f"{gen.summary()}")
+    time.sleep(STARTED_S)
+    if gen.done.is_set():
+        raise HarnessError(f"the request ended before the pause: {gen.summary()}")
+    reply_is(e.control.pause(mode=mode), 200, {"status": "paused"})
+    measure(watch(e, procs, idle, limits, f"after /pause?mode={mode} with a request running"))
+    reply_is(e.control.resume(), 200, {"status": "resumed"})
+    assert gen.done.wait(e.request_timeout), (
+        f"the request running at /pause?mode={mode} did not end within {e.request_timeout:.0f} s "
+        f"of /resume: {gen.summary()}")
+
+    paused = e.control.pause(mode=mode)
+    reply_is(paused, 200, {"status": "paused"})
+    measure([limits[f"{BEHAVIOUR}:idle_pause_s"].judge(paused.seconds),
+             *watch(e, procs, idle, limits, f"after /pause?mode={mode} on an idle engine")])
+    reply_is(e.control.resume(), 200, {"status": "resumed"})

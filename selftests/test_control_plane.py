@@ -1,0 +1,76 @@
+"""The control-plane client against a socket server that drops a request unanswered, the way a
+server drops a keep-alive connection it closed a moment before: a read is tried once more, a
+lifecycle call never is."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from fixtures.client import ControlPlane
+from fixtures.errors import ServerDiedError
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\": true}"
+
+
+class DroppingServer:
+    """Drops the first request of each method unanswered, answers the rest, never answers
+    /hang; records the method of every request."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.seen: list[str] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                method, path = conn.recv(65536).decode().split(" ")[:2]
+                first = method not in self.seen
+                self.seen.append(method)
+                if path == "/hang":
+                    time.sleep(1.0)  # no answer while the client waits
+                elif not first:
+                    conn.sendall(OK)
+
+
+@pytest.fixture
+def server() -> Iterator[DroppingServer]:
+    found = DroppingServer()
+    yield found
+    found.sock.close()
+
+
+def test_a_dropped_read_is_tried_once_more(server):
+    control = ControlPlane(server.url, 5, lambda: None)
+    assert control.call("GET", "/is_paused").status == 200
+    assert server.seen == ["GET", "GET"]
+
+
+def test_a_dropped_lifecycle_call_is_never_sent_twice(server):
+    control = ControlPlane(server.url, 5, lambda: None)
+    with pytest.raises(ServerDiedError, match="POST /pause: cannot connect to a live server"):
+        control.call("POST", "/pause")
+    assert server.seen == ["POST"]
+
+
+def test_a_read_that_times_out_is_not_tried_again(server):
+    control = ControlPlane(server.url, 5, lambda: None)
+    began = time.monotonic()
+    with pytest.raises(AssertionError, match="GET /hang got no answer within"):
+        control.call("GET", "/hang", timeout=0.3)
+    assert time.monotonic() - began < 0.9 and server.seen == ["GET"]

@@ -73,7 +73,8 @@ UNPAUSED_SLEEP_DONE = r"un-paused sleep must be refused .*; observed POST /sleep
 # What the exploration reports where stock vLLM is not layered: an un-paused sleep accepted, or
 # a request arriving during a pause held instead of rejected.
 LAYERED_DISCREPANCY = (r"expected a 4xx naming 'pause'; observed POST /sleep\S* -> 200\b"
-                       r"|expected a 503 'Generation is paused")
+                       r"|expected a 503 'Generation is paused"
+                       r"|no rejection within \S+ s; the request was held instead")
 
 
 def cases(variant: str = "MRV1-eager") -> list[Case]:
@@ -101,6 +102,8 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         name="stock-under-layered", fault=None,
         behaviours=(*LAYERED_BEHAVIOURS, "flags/awake-baseline"), expect_fail=LAYERED_BEHAVIOURS,
         profile="layered", keyword=variant,
+        # The catch needs no minimal reproduction: the dp2 exploration skips its shrink.
+        extra_args=("--hypothesis-profile", "lifecycle-no-shrink"),
         summary="stock vLLM judged by the layered profile: the tentative tests must fail",
         symptoms={"custody/refuse-unpaused-sleep": UNPAUSED_SLEEP_DONE,
                   "topology/layered-sleep-every-rank": UNPAUSED_SLEEP_DONE,

@@ -106,8 +106,11 @@ DRAIN_LATCHED = r"wait_for_requests_to_drain\(\) (raised TimeoutError|took)\b.*r
 WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got no answer|took)"
                       r"|the request sent while paused)")
 # An engine that keeps working once its pause returned: its CPU reading beyond the idle one.
+# An engine still stepping after /pause answered: its cores (or devices) busy over the window,
+# or, on an idle engine, the pause itself answered late behind the dummy steps still running.
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
-                r"observed [\d.]+ (cores|%).*beyond by")
+                r"observed [\d.]+ (cores|%).*beyond by"
+                r"|idle_pause_s: observed [\d.]+ s, .*beyond by")
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(
@@ -221,6 +224,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "the DP client sends /wake_up to the first engine only: the other ranks stay asleep",
         "RFC #51476 §1-2 (a lifecycle call must reach every rank); vLLM #44483 in DP",
         breaks=("topology/every-rank-follows", "topology/kv-wake-then-resume"),
+        guards=(),  # with one engine the first engine is every engine: nothing to guard there
         patches=(_patch(_CLIENT_WAKE_UP, "wake_up_reaches_first_engine"),),
         symptoms=(("topology/every-rank-follows", RANK_LEFT_ASLEEP),
                   ("topology/kv-wake-then-resume", RANK_LEFT_ASLEEP)),

@@ -91,7 +91,7 @@ class FakeEngine:
         self.running = running
         self.control = SimpleNamespace(health=lambda: 200)
 
-    def wait_load(self, at_least: int, timeout: float = 10.0) -> int:
+    def wait_load(self, at_least: int, timeout: float = 10.0, unless=lambda: False) -> int:
         return 1
 
     def measured_rate(self) -> float:

@@ -154,3 +154,26 @@ def test_model_is_pure():
     state = State()
     reduce(lambda s, step: step(s).state, [lambda s: model.sleep(s, 1, None)] * 3, state)
     assert state == State()
+
+
+def test_gauge_finding_excuses_exactly_the_awake_gauge_of_a_partial_wake():
+    """0.27-0.30: after a level-1 sleep and a weights wake the gauge reads awake while the KV
+    cache still sleeps. Excused only with the finding in scope, only for the gauge alone."""
+    state = final(run(State(), lambda s: model.sleep(s, 1, None),
+                      lambda s: model.wake_up(s, ("weights",))))
+    assert state.asleep == frozenset({"kv_cache"}) and state.gauge == (0, 1, 0)
+    stale = model.Observation(True, True, AWAKE, 0)
+    everywhere, nowhere = (lambda b: True), (lambda b: False)
+    assert model.judge_observation(state, stale, everywhere) == ([], "flags/partial-wake")
+    problems, finding = model.judge_observation(state, stale, nowhere)
+    assert finding is None and problems == [f"expected {state.observation()}; observed {stale}"]
+    # Anything beside the gauge is still a discrepancy, finding or not.
+    for other in (model.Observation(True, False, AWAKE, 0), model.Observation(True, True, AWAKE, 1),
+                  model.Observation(True, True, (0, 0, 1), 0)):
+        assert model.judge_observation(state, other, everywhere)[1] is None
+    # Nothing asleep in the model: an awake gauge is the model's own, nothing to excuse.
+    awake = final(run(state, lambda s: model.wake_up(s, ("kv_cache",))))
+    assert model.judge_observation(awake, awake.observation(), everywhere) == ([], None)
+    assert not model.FINDINGS[1].explains(model.replace(state, profile="layered"),
+                                          model.GAUGE_AWAKE_WHILE_ASLEEP)
+    assert model.judge_observation(state, model.replace(stale, gauge=None), everywhere)[1] is None

@@ -257,6 +257,9 @@ def test_quiescence_holds_each_engine_to_its_own_idle_reading():
     assert re.search(registry.KEPT_WORKING, beyond[0])
     within = [m.describe() for m in found]
     assert not any(re.search(registry.KEPT_WORKING, m) for m in within)
+    late = Limit("topology/quiescent-after-pause", "idle_pause_s", "<=", 2.0, "s", "r")
+    assert re.search(registry.KEPT_WORKING, late.judge(2.75).describe())
+    assert not re.search(registry.KEPT_WORKING, late.judge(0.1).describe())
     with pytest.raises(HarnessError, match="appeared after the idle reading"):
         tj.quiescence(idle, {"VLLM::EngineCore_DP2": 0.0}, QUIET_LIMIT, "x")
 
@@ -282,3 +285,84 @@ def test_the_gauge_of_several_engines_counts_only_when_they_agree():
     assert tj.common_gauge({"0": (0.0, 1.0, 0.0), "1": (0.0, 1.0, 0.0)}) == (0, 1, 0)
     assert tj.common_gauge({"0": (0.0, 1.0, 0.0), "1": (1.0, 0.0, 0.0)}) is None
     assert tj.common_gauge({"0": (1.0, 0.0, 0.0), "1": None}) is None
+
+
+# -- Engine.start_seen_on_server: a client starved of CPU may never see a request running ----
+class _StarvedServer:
+    def __init__(self) -> None:
+        self.facts = {"decode_rate": 100.0, "max_model_len": 131072}
+
+
+class _StarvedGen:
+    """Requests shorter than `seen_from` tokens end (by their length) before /load sees them."""
+
+    def __init__(self, seen_from: int, reason: str = "length") -> None:
+        self.seen_from, self.reason, self.sizes = seen_from, reason, []
+
+    def start(self, prompt, size):
+        from fixtures.client import Generation
+
+        self.sizes.append(size)
+        gen = Generation(stream=False, max_tokens=size)
+        if size < self.seen_from:
+            gen.finish_reasons = {0: self.reason}
+            gen.done.set()
+        return gen
+
+
+class _Load:
+    def __init__(self, gen: _StarvedGen) -> None:
+        self.gen = gen
+
+    def load(self) -> int:
+        return int(self.gen.sizes[-1] >= self.gen.seen_from)
+
+
+def _starved(seen_from: int, reason: str = "length"):
+    from fixtures.engine import Engine
+
+    gen = _StarvedGen(seen_from, reason)
+    return Engine(server=_StarvedServer(), variant=None, profile="0.32", platform="cpu",
+                  control=_Load(gen), gen=gen, request_timeout=5.0), gen
+
+
+def test_start_seen_on_server_retries_a_request_that_ended_unseen_twice_as_long():
+    engine, gen = _starved(seen_from=1600)
+    notes: list[str] = []
+    seen = engine.start_seen_on_server("p", within=0.2, settle=0.0, note=notes.append)
+    assert not seen.done.is_set() and gen.sizes == [800, 1600]
+    assert len(notes) == 1 and "ended by its length before /load saw it running" in notes[0]
+
+
+def test_start_seen_on_server_gives_up_with_a_harness_error():
+    engine, gen = _starved(seen_from=10**6)
+    with pytest.raises(HarnessError, match="no request was seen running in 3 tries"):
+        engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+    assert gen.sizes == [800, 1600, 3200]
+    engine, gen = _starved(seen_from=10**6, reason="abort")
+    with pytest.raises(HarnessError, match="not by its length"):
+        engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+    assert gen.sizes == [800]
+
+
+def test_wait_load_stops_once_the_request_was_answered():
+    """held() on a request the engine already answered judges at once instead of polling /load
+    for its whole timeout (the verdict is the same: answered while it should be held)."""
+    engine, gen = _starved(seen_from=10**6)
+    answered = gen.start("p", 10)
+    began = time.monotonic()
+    assert engine.wait_load(at_least=1, timeout=5.0, unless=answered.done.is_set) == 0
+    assert time.monotonic() - began < 1.0
+
+
+def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
+    from hypothesis import Phase, settings
+
+    import fixtures.plugin  # noqa: F401  (registers the profile)
+    from faults import detection
+
+    case = next(c for c in detection.cases() if c.name == "stock-under-layered")
+    assert case.pytest_args()[-2:] == ["--hypothesis-profile", "lifecycle-no-shrink"]
+    assert Phase.shrink not in settings.get_profile("lifecycle-no-shrink").phases
+    held = "request 3: no rejection within 5 s; the request was held instead"
+    assert re.search(case.symptoms["topology/reference-model"], held)

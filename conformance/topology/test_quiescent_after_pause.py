@@ -9,13 +9,11 @@ of an idle engine (whose latency is recorded too).
 """
 
 import threading
-import time
 
 import pytest
 
 from fixtures import device
 from fixtures import topology_judges as tj
-from fixtures.client import wait_until
 from fixtures.errors import HarnessError
 from fixtures.expect import reply_is
 from fixtures.process_cpu import busy_cores, engine_processes
@@ -60,13 +58,8 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
     # Seen on the server (/load), not by its stream: with a rank stepping on each of two cores
     # the client can be starved of chunks (start_in_flight's confirmation) for seconds, and the
     # DP running gauge moves only with the engines' periodic stats.
-    gen = e.gen.start(f"a request running when the pause arrives ({mode})", e.in_flight_tokens())
-    if not wait_until(lambda: e.control.load() >= 1 or gen.done.is_set(), RUNNING_WITHIN_S):
-        raise HarnessError(f"the request did not reach the server within {RUNNING_WITHIN_S:g} s: "
-                           f"{gen.summary()}")
-    time.sleep(STARTED_S)
-    if gen.done.is_set():
-        raise HarnessError(f"the request ended before the pause: {gen.summary()}")
+    gen = e.start_seen_on_server(f"a request running when the pause arrives ({mode})",
+                                 within=RUNNING_WITHIN_S, settle=STARTED_S, note=note)
     reply_is(e.control.pause(mode=mode), 200, {"status": "paused"})
     measure(watch(e, procs, idle, limits, f"after /pause?mode={mode} with a request running"))
     reply_is(e.control.resume(), 200, {"status": "resumed"})

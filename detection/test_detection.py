@@ -7,6 +7,7 @@ here sends it SIGTERM, which it turns into an orderly teardown.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,9 +18,17 @@ import pytest
 
 from faults.detection import Case, Row, cases, judge
 from fixtures.server import stop_process_group
+from fixtures.target import PROBED_ENV, handed_probe, probe_output
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_TIMEOUT_S = 1200
+
+
+@functools.cache
+def _probed() -> str:
+    """The target every case runs against (the children's --lifecycle-python), probed once."""
+    python = os.environ.get("VLLM_LIFECYCLE_PYTHON") or sys.executable
+    return handed_probe(python, probe_output(python))
 
 
 def run_case(case: Case, report_dir: Path) -> tuple[list[dict], Path]:
@@ -28,6 +37,7 @@ def run_case(case: Case, report_dir: Path) -> tuple[list[dict], Path]:
     command = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider",
                "--lifecycle-report-dir", str(out), *case.pytest_args()]
     env = {k: v for k, v in os.environ.items() if k != "VLLM_LIFECYCLE_FAULT"}
+    env[PROBED_ENV] = _probed()  # one probe of the target for every case (5 s each)
     log = out / "pytest.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,

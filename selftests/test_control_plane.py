@@ -74,3 +74,57 @@ def test_a_read_that_times_out_is_not_tried_again(server):
     with pytest.raises(AssertionError, match="GET /hang got no answer within"):
         control.call("GET", "/hang", timeout=0.3)
     assert time.monotonic() - began < 0.9 and server.seen == ["GET"]
+
+
+class KeepAliveServer:
+    """Answers the first request of each connection and keeps it open; a later request on the
+    same connection is dropped unanswered, as when the server closes an idle keep-alive
+    connection just as the client reuses it. Records (connection number, method, headers)."""
+
+    KEEP = OK.replace(b"Content-Length", b"Connection: keep-alive\r\nContent-Length")
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.seen: list[tuple[int, str, str]] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        number = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            number += 1
+            threading.Thread(target=self._connection, args=(conn, number), daemon=True).start()
+
+    def _connection(self, conn: socket.socket, number: int) -> None:
+        with conn:
+            for answered in (True, False):
+                data = conn.recv(65536).decode()
+                if not data:
+                    return
+                self.seen.append((number, data.split(" ")[0], data.lower()))
+                if not answered:
+                    return
+                conn.sendall(self.KEEP)
+
+
+def test_a_lifecycle_call_never_goes_out_on_a_reused_connection():
+    server = KeepAliveServer()
+    try:
+        control = ControlPlane(server.url, 5, lambda: None)
+        assert control.call("GET", "/is_paused").status == 200
+        assert control.call("POST", "/pause").status == 200
+        assert control.call("POST", "/resume").status == 200
+        posts = [(n, h) for n, m, h in server.seen if m == "POST"]
+        assert [n for n, _ in posts] == [2, 3]  # each on a connection of its own
+        assert all("connection: close" in h for _, h in posts)
+    finally:
+        server.sock.close()

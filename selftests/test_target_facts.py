@@ -38,3 +38,19 @@ def test_the_probe_reports_where_vllm_is_installed():
     info = target_mod.probe_target(sys.executable)
     assert info.vllm_location == str(Path(vllm.__file__).resolve().parent)
     assert info.vllm_version == vllm.__version__
+
+
+def test_a_handed_down_probe_is_used_only_for_the_same_interpreter(monkeypatch):
+    from fixtures.errors import HarnessError
+    from fixtures.target import PROBED_ENV, handed_probe, probe_target
+
+    stdout = _MARK + json.dumps(PROBE) + "\n"
+    monkeypatch.setenv(PROBED_ENV, handed_probe("/no/such/python", stdout))
+    assert probe_target("/no/such/python") == parse_probe_output("/no/such/python", stdout)
+    # Not handed down for this interpreter, or refused (a certified run): it is probed anew.
+    for python, reuse in (("/no/other/python", True), ("/no/such/python", False)):
+        with pytest.raises(HarnessError, match=f"target python '{python}' does not exist"):
+            probe_target(python, reuse=reuse)
+    monkeypatch.setenv(PROBED_ENV, "{not json")
+    with pytest.raises(HarnessError, match=f"{PROBED_ENV} is not a probe handed down"):
+        probe_target("/no/such/python")

@@ -248,7 +248,10 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
     _cap_shrinking(monkeypatch)
     findings: list[str] = []
     stats = {"sequences": 0, "steps": 0}
-    database = DirectoryBasedExampleDatabase(str(suite.report_dir.parent / "hypothesis-db"))
+    # One database per profile and engine count: a sequence saved under another model or
+    # topology is no example for this one.
+    database = DirectoryBasedExampleDatabase(
+        str(suite.report_dir.parent / "hypothesis-db" / f"{engine.profile}-{engines}-engine"))
     budget = settings(
         max_examples=examples, stateful_step_count=suite.explore_steps,
         deadline=None, database=database, print_blob=True,

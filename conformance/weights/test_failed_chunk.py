@@ -1,0 +1,35 @@
+"""A chunk the backend cannot load is refused, and the engine goes on serving the weights it
+had before the session (an RL step whose sync fails must not lose the engine)."""
+
+import pytest
+
+from fixtures import golden
+from fixtures.errors import ServerDiedError
+from fixtures.expect import reply_is
+from fixtures.weight_judges import serves_problems
+from fixtures.weight_sync import WeightClient
+
+MISSING = "/nonexistent/checkpoint.safetensors"
+
+
+@pytest.mark.behaviour("weights/failed-chunk-keeps-engine")
+def test_failed_chunk_keeps_engine(goldens, checkpoints, isolated_engine):
+    e = isolated_engine
+    weights = WeightClient(e.control, e.server.facts)
+    reply_is(e.control.pause(mode="keep"), 200, {"status": "paused"})
+    assert weights.init().status == 200, "init_weight_transfer_engine was not accepted"
+    assert weights.start().status == 200, "start_weight_update was not accepted"
+    reply = weights.update({"path": MISSING, "names": None})
+    assert reply.status != 200, f"a chunk naming a missing file was accepted: {reply.describe()}"
+    reply_is(e.control.resume(), 200, {"status": "resumed"})
+    try:
+        run = e.gen.complete(golden.HTTP_PROMPT, golden.TOKENS)
+        health = e.control.health()
+        e.server.ensure_alive()
+    except ServerDiedError as exc:
+        raise AssertionError(f"after the refused chunk the server died: {exc}") from None
+    assert run.error is None and health == 200, (
+        f"after the refused chunk the engine no longer serves: /health {health}; the golden prompt "
+        f"{type(run.error).__name__}: {str(run.error)[:200]}")
+    problems = serves_problems({"the engine": run.token_ids}, "A", goldens, "after the refused chunk")
+    assert not problems, "; ".join(problems)

@@ -1,0 +1,39 @@
+"""Weight-operation metrics: one duration observation per accepted operation, none for a body
+refused by validation, and no operation left in flight."""
+
+import pytest
+
+from fixtures import metrics
+from fixtures.expect import reply_is
+from fixtures.weight_judges import operation_count_problems
+
+DURATION = "vllm:rl_weight_update_operation_duration_seconds_count"
+IN_FLIGHT = "vllm:rl_weight_update_operations_in_flight"
+
+
+def counts(engine) -> dict[str, float]:
+    return {s.labels.get("operation", ""): s.value for s in metrics.find(engine.control.metrics_text(), DURATION)}
+
+
+@pytest.mark.behaviour("weights/operation-metrics")
+def test_operation_metrics(goldens, checkpoints, engine, weights):
+    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
+    before = counts(engine)
+    already = len(weights.calls)
+    weights.push(checkpoints["A"], "metrics-A")
+    # A body refused by validation (no update_info) never reaches an operation.
+    invalid = engine.control.call("POST", "/update_weights", json={})
+    assert 400 <= invalid.status < 500, f"/update_weights without update_info: {invalid.describe()}"
+    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    after = counts(engine)
+    routes = {"/init_weight_transfer_engine": "init", "/start_weight_update": "start",
+              "/update_weights": "update", "/finish_weight_update": "finish"}
+    accepted: dict[str, int] = {}
+    for call in weights.calls[already:]:
+        if call.ok and call.route in routes:
+            accepted[routes[call.route]] = accepted.get(routes[call.route], 0) + 1
+    problems = operation_count_problems(before, after, accepted)
+    left = [s for s in metrics.find(engine.control.metrics_text(), IN_FLIGHT) if s.value != 0]
+    problems += [f"{IN_FLIGHT}{{operation={s.labels.get('operation')}}} = {s.value:g} after every call returned"
+                 for s in left]
+    assert not problems, "; ".join(problems)

@@ -1,0 +1,29 @@
+"""A sync lands: after a session pushing checkpoint B the engine serves B's golden output, and
+pushing A back restores A's; the same through reload_weights from another weights_path."""
+
+import pytest
+
+from fixtures.expect import reply_is
+from fixtures.weight_sync import assert_serves
+
+
+@pytest.mark.behaviour("weights/sync-lands")
+@pytest.mark.parametrize("path", ["session", "reload-from-path"])
+def test_sync_lands(goldens, checkpoints, engine, weights, path):
+    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
+    if path == "session":
+        weights.push(checkpoints["B"], "B")
+    else:
+        reload = weights.reload_from(checkpoints["B"])
+        assert reload.status == 200, f"collective_rpc reload_weights from B failed: {reload.describe()}"
+    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    assert_serves(engine, 1, "B", goldens, f"after the {path} sync of B")
+
+    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
+    if path == "session":
+        weights.push(checkpoints["A"], "A")
+    else:
+        reload = weights.reload_from(checkpoints["A"])
+        assert reload.status == 200, f"collective_rpc reload_weights from A failed: {reload.describe()}"
+    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    assert_serves(engine, 1, "A", goldens, f"after the {path} sync of A back")

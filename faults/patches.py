@@ -331,3 +331,56 @@ def consensus_on_a_slow_cadence(original: Fn) -> Fn:
             self._fault_agreements = 0
         return running
     return sync
+
+
+# -- weight-sync faults -------------------------------------------------------------------------
+# All three wrap the backend's update_weights (the base class's, which every backend that does
+# not override it runs), so they break the sync whatever backend the server was started with.
+DROPPED_TENSOR = "layers.1.mlp.down_proj.weight"
+
+
+def _loading_only(engine: Any, keep: Callable[[str], bool]) -> Callable[[], None]:
+    """Filter what the engine's model loads until the returned undo is called."""
+    model = engine.model
+    load = model.load_weights
+
+    def load_weights(weights: Any) -> Any:
+        return load([(name, tensor) for name, tensor in weights if keep(name)])
+
+    model.load_weights = load_weights
+    return lambda: model.__dict__.pop("load_weights", None)
+
+
+def update_reaches_first_engine(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def update_weights(self: Any, update_info: dict[str, Any]) -> None:
+        # The bug: a chunk for any engine but the first is acknowledged and never loaded.
+        if getattr(self.parallel_config, "data_parallel_index", 0) > 0:
+            return None
+        return original(self, update_info)
+    return update_weights
+
+
+def update_drops_every_chunk(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def update_weights(self: Any, update_info: dict[str, Any]) -> None:
+        # The bug: every chunk is acknowledged and dropped; finish still commits the version.
+        undo = _loading_only(self, lambda name: False)
+        try:
+            return original(self, update_info)
+        finally:
+            undo()
+    return update_weights
+
+
+def update_drops_a_tensor(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def update_weights(self: Any, update_info: dict[str, Any]) -> None:
+        # The bug: one tensor of the chunk is lost on the way; its layer keeps a stale part.
+        undo = _loading_only(self, lambda name: not name.endswith(DROPPED_TENSOR))
+        try:
+            return original(self, update_info)
+        finally:
+            undo()
+    return update_weights
+

@@ -70,6 +70,8 @@ _DP_HANDLE_REQUEST = ("vllm.v1.engine.core:DPEngineCoreProc._handle_client_reque
 _DP_SYNC = ("vllm.v1.engine.core:DPEngineCoreProc._has_global_unfinished_reqs", "31494c986c3bdcf2")
 _DP_PAUSE_COMPLETE = ("vllm.v1.engine.core:DPEngineCoreProc._pause_complete", "208f1189cf3444ab")
 _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", "3390ffb9a292f21f")
+_TRANSFER_UPDATE = ("vllm.distributed.weight_transfer.base:WeightTransferEngine.update_weights",
+                    "5b33ce5d5cd334e4")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -107,6 +109,11 @@ WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got 
                       r"|the request sent while paused)")
 # An engine still stepping after /pause answered: its cores (or devices) busy over the window,
 # or, on an idle engine, the pause itself answered late behind the dummy steps still running.
+# A sync that did not land where it was sent: an engine still serves the old checkpoint.
+OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
+RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
+# Part of a layer loaded: neither checkpoint's output.
+WEIGHTS_MIXED = r"serves neither checkpoint's output"
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
                 r"observed [\d.]+ (cores|%).*beyond by"
                 r"|idle_pause_s: observed [\d.]+ s, .*beyond by")
@@ -295,6 +302,34 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
             _patch(_ASYNC_GENERATE, "preview_generate_rejects_while_closed"),
         ),
         profile="layered",
+    ),
+    Fault(
+        "weights-sync-first-engine-only", "fault",
+        "under data parallelism a weight-update chunk loads on the first engine only; the others "
+        "acknowledge it and keep their weights",
+        "RFC #51476 §1-2 (every rank follows); RL symptom: ranks left on old weights after a sync",
+        breaks=("weights/sync-reaches-every-rank",),
+        guards=(),  # with one engine the first engine is every engine: nothing to guard there
+        patches=(_patch(_TRANSFER_UPDATE, "update_reaches_first_engine"),),
+        symptoms=(("weights/sync-reaches-every-rank", RANK_MISSED),),
+    ),
+    Fault(
+        "weights-version-without-weights", "fault",
+        "every weight-update chunk is acknowledged and dropped, and finish still commits the new "
+        "version: the engine claims weights it does not serve",
+        "vLLM 0.32 weight transfer (finish sets the version after the RPC); RL symptom: rollouts "
+        "labelled with a policy version they were not sampled from",
+        breaks=("weights/sync-lands", "weights/rl-cycle"),
+        patches=(_patch(_TRANSFER_UPDATE, "update_drops_every_chunk"),),
+        symptoms=(("weights/sync-lands", OLD_WEIGHTS_SERVED), ("weights/rl-cycle", OLD_WEIGHTS_SERVED)),
+    ),
+    Fault(
+        "weights-sync-drops-a-tensor", "fault",
+        "one tensor of every weight-update chunk is lost: its layer is left part old, part new",
+        "RL symptom: garbled rollouts after a sync (a partial or mis-routed tensor)",
+        breaks=("weights/sync-lands",),
+        patches=(_patch(_TRANSFER_UPDATE, "update_drops_a_tensor"),),
+        symptoms=(("weights/sync-lands", WEIGHTS_MIXED),),
     ),
 )}
 

@@ -1,1 +1,1 @@
-"""The suite's own weight-transfer backend (engine side, loaded into vLLM) and the trainer side that feeds it."""
+"""The suite's weight-transfer backend (engine side, loaded into vLLM) and the trainer that feeds it."""

@@ -57,7 +57,8 @@ def _golden_of(manager: Any, config: LaunchConfig, run_state: RunState, target: 
     """Greedy output of an engine started on the checkpoint (not synced to it): what "the
     checkpoint landed" means. Cached on disk per vLLM, platform, variant and checkpoint, since
     it costs a server start."""
-    path = default_cache_dir().parent / "goldens" / f"{checkpoint.label}-{_cache_key(config, target, checkpoint)}.json"
+    key = _cache_key(config, target, checkpoint)
+    path = default_cache_dir().parent / "goldens" / f"{checkpoint.label}-{key}.json"
     if path.is_file():
         return list(json.loads(path.read_text())["token_ids"])
     server = manager.acquire(replace(config, model=str(checkpoint.folder),

@@ -12,7 +12,8 @@ IN_FLIGHT = "vllm:rl_weight_update_operations_in_flight"
 
 
 def counts(engine) -> dict[str, float]:
-    return {s.labels.get("operation", ""): s.value for s in metrics.find(engine.control.metrics_text(), DURATION)}
+    found = metrics.find(engine.control.metrics_text(), DURATION)
+    return {s.labels.get("operation", ""): s.value for s in found}
 
 
 @pytest.mark.behaviour("weights/operation-metrics")
@@ -34,6 +35,6 @@ def test_operation_metrics(goldens, checkpoints, engine, weights):
             accepted[routes[call.route]] = accepted.get(routes[call.route], 0) + 1
     problems = operation_count_problems(before, after, accepted)
     left = [s for s in metrics.find(engine.control.metrics_text(), IN_FLIGHT) if s.value != 0]
-    problems += [f"{IN_FLIGHT}{{operation={s.labels.get('operation')}}} = {s.value:g} after every call returned"
-                 for s in left]
+    problems += [f"{IN_FLIGHT}{{operation={s.labels.get('operation')}}} = {s.value:g} after every call "
+                 f"returned" for s in left]
     assert not problems, "; ".join(problems)

@@ -19,16 +19,19 @@ def test_session_rules(goldens, checkpoints, engine, weights, case):
     assert weights.init().status == 200, "init_weight_transfer_engine was not accepted"
     if case == "chunk-before-start":
         reply = weights.update(update_info(b, layer_chunks(b.tensor_names())[0], 1))
-        problems = refused_problems(reply.status, reply.body, f"{case}: /update_weights", "start_weight_update")
+        problems = refused_problems(reply.status, reply.body, f"{case}: /update_weights",
+                                    "start_weight_update")
         expected = "A"
     elif case == "finish-without-start":
         reply = weights.finish("never-started")
-        problems = refused_problems(reply.status, reply.body, f"{case}: /finish_weight_update", "start_weight_update")
+        problems = refused_problems(reply.status, reply.body, f"{case}: /finish_weight_update",
+                                    "start_weight_update")
         expected = "A"
     else:
         assert weights.start().status == 200, "the first start_weight_update was not accepted"
         reply = weights.start()
-        problems = refused_problems(reply.status, reply.body, f"{case}: the second /start_weight_update", "active")
+        problems = refused_problems(reply.status, reply.body,
+                                    f"{case}: the second /start_weight_update", "active")
         for chunk in layer_chunks(b.tensor_names()):  # the first session goes on
             assert weights.update(update_info(b, chunk, 1)).status == 200, (
                 f"{case}: a chunk of the session opened before the refused start was not accepted")

@@ -1,0 +1,125 @@
+"""The weights/ judges and the trainer side's pure parts, on hand-made records."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from fixtures.weight_judges import (
+    WeightCall,
+    expected_version,
+    first_difference,
+    operation_count_problems,
+    refused_problems,
+    serves_problems,
+    version_problems,
+)
+from fixtures.weight_sync import Checkpoint, layer_chunks, tensor_names, update_info
+
+GOLDENS = {"A": [1, 2, 3, 4], "B": [5, 6, 7, 8]}
+
+
+def call(route: str, body: object = None, status: int = 200) -> WeightCall:
+    return WeightCall(route, body, status, {})
+
+
+def test_version_is_default_until_committed() -> None:
+    assert expected_version([]) == "default"
+    assert expected_version([call("/start_weight_update"), call("/finish_weight_update", {})]) == "default"
+
+
+def test_version_follows_accepted_commits_only() -> None:
+    calls = [
+        call("/finish_weight_update", {"weight_version": "v1"}),
+        call("/update_weight_version", {"new_version": "v2"}),
+        call("/finish_weight_update", {"weight_version": "refused"}, status=500),
+        call("/update_weight_version", {"new_version": "refused"}, status=400),
+        call("/finish_weight_update", {"weight_version": None}),
+    ]
+    assert expected_version(calls) == "v2"
+
+
+def test_serves_the_expected_checkpoint() -> None:
+    assert serves_problems({"the engine": [5, 6, 7, 8]}, "B", GOLDENS, "step") == []
+
+
+def test_a_rank_left_on_old_weights_is_named() -> None:
+    problems = serves_problems({"engine 0": [5, 6, 7, 8], "engine 1": [1, 2, 3, 4]}, "B", GOLDENS, "step")
+    assert problems == ["step: engine 1 serves checkpoint A's output, expected B's"]
+
+
+def test_a_mix_is_neither_checkpoint() -> None:
+    problems = serves_problems({"the engine": [5, 6, 3, 4]}, "B", GOLDENS, "step")
+    assert len(problems) == 1 and "neither checkpoint's output" in problems[0] and "position 2" in problems[0]
+
+
+def test_first_difference_counts_a_short_run() -> None:
+    assert first_difference([1, 2], [1, 2, 3]) == 2
+    assert first_difference([1, 2], [1, 2]) is None
+
+
+def test_refusal_must_be_a_4xx_naming_the_rule() -> None:
+    assert refused_problems(400, {"detail": "start_weight_update first"}, "c", "start_weight_update") == []
+    accepted = refused_problems(200, {}, "c", "start_weight_update")
+    assert accepted and "accepted" in accepted[0]
+    server = refused_problems(500, "start_weight_update must be called", "c", "start_weight_update")
+    assert server == ["c: refused with 500 (a server error), expected a 4xx (the caller's error)"]
+    unnamed = refused_problems(409, "conflict", "c", "start_weight_update")
+    assert unnamed and "does not name" in unnamed[0]
+
+
+def test_version_problems_name_every_disagreement() -> None:
+    assert version_problems({"/weight_info": "v1"}, "v1", "s") == []
+    assert version_problems({"/weight_info": "default"}, "v1", "s") == [
+        "s: /weight_info reports weight version 'default', expected 'v1'"]
+
+
+def test_operation_counts_one_per_accepted_call() -> None:
+    assert operation_count_problems({"update": 2.0}, {"update": 5.0, "start": 1.0},
+                                    {"update": 3, "start": 1}) == []
+    problems = operation_count_problems({}, {"finish": 2.0}, {"finish": 1})
+    assert problems and "'finish'" in problems[0]
+
+
+def _safetensors(path: Path, names: list[str]) -> None:
+    header = {name: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+              for i, name in enumerate(names)}
+    header["__metadata__"] = {"format": "pt"}
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 4 * len(names))
+
+
+def test_tensor_names_and_layer_chunks(tmp_path: Path) -> None:
+    names = ["lm_head.weight", "model.layers.1.mlp.down_proj.weight", "model.embed_tokens.weight",
+             "model.layers.0.self_attn.q_proj.weight", "model.layers.10.x.weight"]
+    _safetensors(tmp_path / "model.safetensors", names)
+    found = tensor_names(tmp_path / "model.safetensors")
+    assert found == sorted(names)
+    chunks = layer_chunks(found)
+    assert chunks == [["model.layers.0.self_attn.q_proj.weight"], ["model.layers.1.mlp.down_proj.weight"],
+                      ["model.layers.10.x.weight"], ["lm_head.weight", "model.embed_tokens.weight"]]
+
+
+def test_update_info_is_a_list_per_engine_under_dp(tmp_path: Path) -> None:
+    ckpt = Checkpoint("B", tmp_path)
+    one = update_info(ckpt, ["x"], 1)
+    assert one == {"path": str(tmp_path / "model.safetensors"), "names": ["x"]}
+    many = update_info(ckpt, None, 2)
+    assert isinstance(many, list) and len(many) == 2 and many[0] == many[1] and many[0] is not many[1]
+
+
+def test_weight_fault_symptoms_match_only_their_own_judgement() -> None:
+    import re
+
+    from faults.registry import OLD_WEIGHTS_SERVED, RANK_MISSED, WEIGHTS_MIXED
+
+    a, b = GOLDENS["A"], GOLDENS["B"]
+    missed = "; ".join(serves_problems({"engine 0": b, "engine 1": a}, "B", GOLDENS, "s"))
+    rank0 = "; ".join(serves_problems({"engine 0": a, "engine 1": b}, "B", GOLDENS, "s"))
+    mixed = "; ".join(serves_problems({"the engine": [5, 6, 3, 4]}, "B", GOLDENS, "s"))
+    old = "; ".join(serves_problems({"the engine": [1, 2, 3, 4]}, "B", GOLDENS, "s"))
+    assert re.search(RANK_MISSED, missed) and not re.search(RANK_MISSED, rank0)
+    assert not re.search(RANK_MISSED, mixed) and not re.search(RANK_MISSED, old)
+    assert re.search(WEIGHTS_MIXED, mixed) and not re.search(WEIGHTS_MIXED, old)
+    assert re.search(OLD_WEIGHTS_SERVED, old) and not re.search(OLD_WEIGHTS_SERVED, mixed)

@@ -87,5 +87,6 @@ def run_coordinator_armed(*args: Any, **kwargs: Any) -> Any:
         register()
     original = patches.original_coordinator()
     if original is None:
-        raise RuntimeError(f"the coordinator runs the fault's entry, but {ENV_VAR} armed no coordinator patch")
+        raise RuntimeError(f"the coordinator runs the fault's entry, but {ENV_VAR} armed no "
+                           f"coordinator patch")
     return original(*args, **kwargs)

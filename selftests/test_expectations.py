@@ -8,10 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import expectations as ex
-from fixtures import judges, plugin, results
-from fixtures.catalog import CatalogError, load_catalog, parse_catalog
-from fixtures.client import Generation
+from fixtures import plugin
+from fixtures.judging import judges
+from fixtures.observing.client import Generation
+from fixtures.reporting import results
+from fixtures.spec import expectations as ex
+from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog
 
 CATALOG = parse_catalog("""
 behaviours:
@@ -186,7 +188,7 @@ def test_the_exploration_records_a_finding_only_inside_its_scope():
 
 
 def test_the_report_names_the_expectation_a_failure_did_not_match():
-    from fixtures import report
+    from fixtures.reporting import report
 
     record = {"nodeid": "conformance/safety/t.py::t[MRV2-eager-level1]", "behaviour": "safety/x",
               "variant": "MRV2-eager", "transport": "http", "outcome": "fail", "message": "ran at once",
@@ -198,7 +200,7 @@ def test_the_report_names_the_expectation_a_failure_did_not_match():
 
 
 def test_the_report_names_the_tested_vllm_without_machine_paths():
-    from fixtures import report
+    from fixtures.reporting import report
 
     env = "/home/ci/.tox/installed/lib/python3.11/site-packages/vllm"
     rows = dict(report.fingerprint({"target": {"vllm_version": "0.34.0.dev12", "vllm_location": env}}))

@@ -9,9 +9,15 @@ from http.server import HTTPServer
 
 import pytest
 
-from fixtures import offline_host
 from fixtures.errors import HarnessError
-from fixtures.offline import (
+from fixtures.judging.offline_custody import (
+    IN_FLIGHT_ATTEMPTS,
+    DrainObservation,
+    drain_began_late,
+    start_in_flight,
+)
+from fixtures.launching import offline_host
+from fixtures.observing.offline import (
     BY_NAME,
     Called,
     Delivery,
@@ -19,12 +25,6 @@ from fixtures.offline import (
     OfflineClient,
     engines_named,
     returned,
-)
-from fixtures.offline_custody import (
-    IN_FLIGHT_ATTEMPTS,
-    DrainObservation,
-    drain_began_late,
-    start_in_flight,
 )
 
 

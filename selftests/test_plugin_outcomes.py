@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import plugin, results
+from fixtures import plugin
+from fixtures.reporting import results
 
 
 def report(when="call", outcome="passed", wasxfail=None):
@@ -82,7 +83,7 @@ def test_a_behaviour_soaked_fewer_rounds_is_flaky_only_within_its_own_rounds():
 
 
 def test_behaviour_selection_by_id_prefix_and_layer():
-    from fixtures.catalog import load_catalog
+    from fixtures.spec.catalog import load_catalog
 
     catalog = load_catalog()
     custody = plugin.selected_ids(catalog, ("custody/",), None)

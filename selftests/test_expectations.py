@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import plugin
 from fixtures.judging import judges
 from fixtures.observing.client import Generation
+from fixtures.plugin import outcomes as plugin
 from fixtures.reporting import results
 from fixtures.spec import expectations as ex
 from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog

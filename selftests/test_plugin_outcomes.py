@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import plugin
+from fixtures.plugin import outcomes as plugin
 from fixtures.reporting import results
 
 

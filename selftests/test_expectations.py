@@ -10,7 +10,7 @@ import pytest
 
 from fixtures.judging import judges
 from fixtures.observing.client import Generation
-from fixtures.plugin import outcomes as plugin
+from fixtures.plugin import outcomes
 from fixtures.reporting import results
 from fixtures.spec import expectations as ex
 from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog
@@ -144,20 +144,20 @@ class _Excinfo:
         return isinstance(self.value, kinds)
 
 
-def _apply(exc: BaseException | None, expected: plugin.Expected):
-    item = SimpleNamespace(stash={plugin.EXPECTED: expected})
+def _apply(exc: BaseException | None, expected: outcomes.Expected):
+    item = SimpleNamespace(stash={outcomes.EXPECTED: expected})
     call = SimpleNamespace(excinfo=_Excinfo(exc) if exc else None)
     rep = SimpleNamespace(when="call", outcome="failed" if exc else "passed", sections=[],
                           longrepr=None, longreprtext="", passed=exc is None, failed=exc is not None,
                           skipped=False)
-    plugin._apply_expectation(item, call, rep)  # type: ignore[arg-type]
+    outcomes._apply_expectation(item, call, rep)  # type: ignore[arg-type]
     rep.passed, rep.failed, rep.skipped = (rep.outcome == o for o in ("passed", "failed", "skipped"))
     return rep
 
 
 def test_plugin_turns_only_the_matching_judgement_into_the_finding():
     found, _ = finding_for(instance())
-    expected = plugin.Expected("required", found, ())
+    expected = outcomes.Expected("required", found, ())
     assert results.outcome(_apply(AssertionError("the request ran while asleep"), expected)) == "finding"
     other = _apply(AssertionError("expected 200; observed 500"), expected)
     assert results.outcome(other) == "fail"
@@ -171,11 +171,11 @@ def test_plugin_turns_only_the_matching_judgement_into_the_finding():
 def test_plugin_tentative_failure_must_be_the_expected_one():
     tentative = ex.for_instance(ex.parse_expectations(FILE, CATALOG), "area/thing-two", "tentative",
                                 instance())[0]
-    expected = plugin.Expected("tentative", tentative, ())
+    expected = outcomes.Expected("tentative", tentative, ())
     assert results.outcome(_apply(AssertionError("sleep was accepted: 200 {}"), expected)) == "tentative-fail"
     assert results.outcome(_apply(AssertionError("sleep answered 500"), expected)) == "fail"
     assert results.outcome(_apply(None, expected)) == "tentative-pass"
-    bare = plugin.Expected("tentative", None, ())
+    bare = outcomes.Expected("tentative", None, ())
     assert results.outcome(_apply(AssertionError("anything"), bare)) == "fail"
 
 

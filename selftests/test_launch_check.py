@@ -26,7 +26,7 @@ def _flags_in(node: ast.AST) -> set[str]:
 def suite_flags() -> set[str]:
     """Every flag the suite passes at launch: the launch-config fixtures and tests' with_args."""
     flags: set[str] = set()
-    fixtures = ast.parse((ROOT / "fixtures" / "plugin" / "engines.py").read_text())
+    fixtures = ast.parse((ROOT / "fixtures" / "plugin" / "servers.py").read_text())
     for node in ast.walk(fixtures):
         if isinstance(node, ast.FunctionDef) and node.name in ("base_config", "offline_config"):
             flags |= _flags_in(node)

@@ -358,7 +358,7 @@ def test_wait_load_stops_once_the_request_was_answered():
 def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
     from hypothesis import Phase, settings
 
-    import fixtures.plugin.outcomes  # noqa: F401  (registers the profile)
+    import fixtures.plugin.options  # noqa: F401  (registers the profile)
     from faults import detection
 
     case = next(c for c in detection.cases() if c.name == "stock-under-layered")

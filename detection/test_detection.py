@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from faults.detection import Case, Row, cases, judge
-from fixtures.server import stop_process_group
-from fixtures.target import PROBED_ENV, handed_probe, probe_output
+from fixtures.launching.server import stop_process_group
+from fixtures.launching.target import PROBED_ENV, handed_probe, probe_output
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_TIMEOUT_S = 1200

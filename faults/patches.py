@@ -239,8 +239,9 @@ def refreshes_frontend_pause_cache(original: Fn) -> Fn:
 
 # -- the coordinator latch (RFC #51476 §1, the code before vLLM #51481) -----------------------
 # The coordinator is a spawned process that never loads vLLM's plugins, so the fault reaches it
-# through the function the spawn runs: a module-level function (pickled by reference) that
-# arms the fault in the coordinator, then runs the original.
+# through the function the spawn runs: a module-level function (pickled by reference,
+# faults/plugin.py:run_coordinator_armed) that arms the fault in the coordinator, then runs the
+# original.
 _LATCH_ANCHOR = re.compile(
     r"^(?P<indent>[ ]+)self\._send_start_wave\(\n\s+publish_back, current_wave, engine_to_exclude\n"
     r"\s+\)\n", re.MULTILINE)
@@ -263,18 +264,22 @@ def coordinator_predicts_running(original: Fn) -> Fn:
     return namespace[original.__name__]
 
 
+# What the coordinator runs in place of the original. Arming lives above this module
+# (faults/plugin.py imports it), so the plugin hands its entry in before it arms: this module
+# never imports the plugin back.
+COORDINATOR_ENTRY: list[Fn] = []
+
+
 def coordinator_arms_itself(original: Any) -> Any:
+    if not COORDINATOR_ENTRY:
+        raise RuntimeError("coordinator_arms_itself needs the entry faults.plugin.arm hands in")
     _ORIGINAL_RUN_COORDINATOR[:] = [original.__func__]
-    return staticmethod(run_coordinator_armed)
+    return staticmethod(COORDINATOR_ENTRY[0])
 
 
-def run_coordinator_armed(*args: Any, **kwargs: Any) -> Any:
-    """What the coordinator process runs instead of DPCoordinatorProc.run_coordinator."""
-    if not _ORIGINAL_RUN_COORDINATOR:  # a fresh (spawned) process: arm the fault here too
-        from faults import plugin
-
-        plugin.register()
-    return _ORIGINAL_RUN_COORDINATOR[0](*args, **kwargs)
+def original_coordinator() -> Fn | None:
+    """The coordinator function the fault replaced in this process (None: not armed here)."""
+    return _ORIGINAL_RUN_COORDINATOR[0] if _ORIGINAL_RUN_COORDINATOR else None
 
 
 def start_wave_wakes_paused_engine(original: Fn) -> Fn:

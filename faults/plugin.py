@@ -53,6 +53,7 @@ def arm(fault: Fault) -> list[str]:
     """Check every patch of the fault first, then apply them all: all or nothing."""
     from faults import patches
 
+    patches.COORDINATOR_ENTRY[:] = [run_coordinator_armed]
     planned = []
     for patch in fault.patches:
         owner, attr, original = resolve(patch.target)
@@ -73,3 +74,19 @@ def register() -> None:
     targets = arm(fault)
     print(f"{ARMED_LOG_PREFIX} {fault.kind} {fault.name!r} in pid {os.getpid()}: {', '.join(targets)}",
           file=sys.stderr, flush=True)
+
+
+def run_coordinator_armed(*args: Any, **kwargs: Any) -> Any:
+    """What the coordinator process runs instead of DPCoordinatorProc.run_coordinator.
+
+    The spawn pickles it by reference, so a fresh coordinator process imports this module and
+    arms the fault here too (vLLM loads no plugins there) before running the original."""
+    from faults import patches
+
+    if patches.original_coordinator() is None:
+        register()
+    original = patches.original_coordinator()
+    if original is None:
+        raise RuntimeError(f"the coordinator runs the fault's entry, but {ENV_VAR} armed no "
+                           f"coordinator patch")
+    return original(*args, **kwargs)

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fixtures.profiles import PROFILES
+from fixtures.spec.profiles import PROFILES
 
 TAGS = frozenset({"weights", "kv_cache"})
 AWAKE = (1, 0, 0)

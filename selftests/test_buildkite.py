@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from faults.registry import FAULTS
-from fixtures.catalog import load_catalog
-from fixtures.config import CERTIFY_FLAG, OPTIONS
-from fixtures.variants import VARIANTS
+from fixtures.launching.config import CERTIFY_FLAG, OPTIONS
+from fixtures.launching.variants import VARIANTS
+from fixtures.spec.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = ROOT / ".buildkite" / "lifecycle-conformance.yaml"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.catalog import CatalogError, coverage_problems, load_catalog, parse_catalog
+from fixtures.spec.catalog import CatalogError, coverage_problems, load_catalog, parse_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.config import build_config, resolve_profile
 from fixtures.errors import ConfigError
+from fixtures.launching.config import build_config, resolve_profile
 
 
 def make(options=None, env=None):
@@ -78,7 +78,7 @@ def test_a_release_older_than_the_oldest_supported_is_one_line_whatever_the_prof
 
 
 def test_profile_ranges_are_stated():
-    from fixtures.config import profile_ranges
+    from fixtures.launching.config import profile_ranges
 
     assert profile_ranges() == {"0.32": ">=0.27.0,<0.33.0", "0.33": ">=0.33.0"}
 

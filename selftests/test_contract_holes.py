@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from fixtures import judges
-from fixtures.client import Generation, Reply
-from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.errors import HarnessError
-from fixtures.offline import Called, Delivery
+from fixtures.judging import judges
+from fixtures.observing.client import Generation, Reply
+from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
+from fixtures.observing.offline import Called, Delivery
 
 TOKENS = 16
 
@@ -223,8 +223,8 @@ def test_a_refusal_must_name_wait_and_leave_the_engine_as_it_was():
 
 # -- the expectations file agrees with these judgements ----------------------------------------
 def test_the_finding_signature_matches_the_ran_while_asleep_message():
-    from fixtures.catalog import load_catalog
-    from fixtures.expectations import Instance, for_instance, load_expectations
+    from fixtures.spec.catalog import load_catalog
+    from fixtures.spec.expectations import Instance, for_instance, load_expectations
 
     expectations = load_expectations(load_catalog())
     instance = Instance(profile="0.32", release="0.32.0", variant="MRV1-eager", transport="http",
@@ -242,8 +242,8 @@ def test_the_finding_signature_matches_the_ran_while_asleep_message():
 
 
 def test_cut_before_first_token_is_tolerated_only_in_the_findings_scope():
-    from fixtures.catalog import load_catalog
-    from fixtures.expectations import Instance, finding_reached, load_expectations
+    from fixtures.spec.catalog import load_catalog
+    from fixtures.spec.expectations import Instance, finding_reached, load_expectations
 
     expectations = load_expectations(load_catalog())
 

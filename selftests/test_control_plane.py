@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fixtures.client import ControlPlane
 from fixtures.errors import ServerDiedError
+from fixtures.observing.client import ControlPlane
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\": true}"
 

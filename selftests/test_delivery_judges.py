@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import delivery
+from fixtures.judging import delivery
 
 REF = [5, 6, 7, 8]
 

@@ -141,7 +141,7 @@ def test_ran_while_held_matches_every_way_the_hold_judge_reports_a_run():
     import re
 
     from faults import registry as r
-    from fixtures.expect import HoldSample, hold_problems
+    from fixtures.judging.expect import HoldSample, hold_problems
 
     ran = [HoldSample(0.0, False, 0, 1.0), HoldSample(0.4, False, 3, 1.0), HoldSample(0.8, True, 3, 0.0)]
     problems = hold_problems(ran, 3.0)

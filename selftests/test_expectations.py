@@ -8,10 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import expectations as ex
-from fixtures import judges, plugin, results
-from fixtures.catalog import CatalogError, load_catalog, parse_catalog
-from fixtures.client import Generation
+from fixtures.judging import judges
+from fixtures.observing.client import Generation
+from fixtures.plugin import outcomes
+from fixtures.reporting import results
+from fixtures.spec import expectations as ex
+from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog
 
 CATALOG = parse_catalog("""
 behaviours:
@@ -142,20 +144,20 @@ class _Excinfo:
         return isinstance(self.value, kinds)
 
 
-def _apply(exc: BaseException | None, expected: plugin.Expected):
-    item = SimpleNamespace(stash={plugin.EXPECTED: expected})
+def _apply(exc: BaseException | None, expected: outcomes.Expected):
+    item = SimpleNamespace(stash={outcomes.EXPECTED: expected})
     call = SimpleNamespace(excinfo=_Excinfo(exc) if exc else None)
     rep = SimpleNamespace(when="call", outcome="failed" if exc else "passed", sections=[],
                           longrepr=None, longreprtext="", passed=exc is None, failed=exc is not None,
                           skipped=False)
-    plugin._apply_expectation(item, call, rep)  # type: ignore[arg-type]
+    outcomes._apply_expectation(item, call, rep)  # type: ignore[arg-type]
     rep.passed, rep.failed, rep.skipped = (rep.outcome == o for o in ("passed", "failed", "skipped"))
     return rep
 
 
 def test_plugin_turns_only_the_matching_judgement_into_the_finding():
     found, _ = finding_for(instance())
-    expected = plugin.Expected("required", found, ())
+    expected = outcomes.Expected("required", found, ())
     assert results.outcome(_apply(AssertionError("the request ran while asleep"), expected)) == "finding"
     other = _apply(AssertionError("expected 200; observed 500"), expected)
     assert results.outcome(other) == "fail"
@@ -169,11 +171,11 @@ def test_plugin_turns_only_the_matching_judgement_into_the_finding():
 def test_plugin_tentative_failure_must_be_the_expected_one():
     tentative = ex.for_instance(ex.parse_expectations(FILE, CATALOG), "area/thing-two", "tentative",
                                 instance())[0]
-    expected = plugin.Expected("tentative", tentative, ())
+    expected = outcomes.Expected("tentative", tentative, ())
     assert results.outcome(_apply(AssertionError("sleep was accepted: 200 {}"), expected)) == "tentative-fail"
     assert results.outcome(_apply(AssertionError("sleep answered 500"), expected)) == "fail"
     assert results.outcome(_apply(None, expected)) == "tentative-pass"
-    bare = plugin.Expected("tentative", None, ())
+    bare = outcomes.Expected("tentative", None, ())
     assert results.outcome(_apply(AssertionError("anything"), bare)) == "fail"
 
 
@@ -186,7 +188,7 @@ def test_the_exploration_records_a_finding_only_inside_its_scope():
 
 
 def test_the_report_names_the_expectation_a_failure_did_not_match():
-    from fixtures import report
+    from fixtures.reporting import report
 
     record = {"nodeid": "conformance/safety/t.py::t[MRV2-eager-level1]", "behaviour": "safety/x",
               "variant": "MRV2-eager", "transport": "http", "outcome": "fail", "message": "ran at once",
@@ -198,7 +200,7 @@ def test_the_report_names_the_expectation_a_failure_did_not_match():
 
 
 def test_the_report_names_the_tested_vllm_without_machine_paths():
-    from fixtures import report
+    from fixtures.reporting import report
 
     env = "/home/ci/.tox/installed/lib/python3.11/site-packages/vllm"
     rows = dict(report.fingerprint({"target": {"vllm_version": "0.34.0.dev12", "vllm_location": env}}))

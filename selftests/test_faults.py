@@ -9,7 +9,7 @@ import pytest
 
 from faults import patches, plugin
 from faults.registry import ENV_VAR, FAULTS, Fault, Patch, UnknownFaultError, get_fault
-from fixtures.catalog import load_catalog
+from fixtures.spec.catalog import load_catalog
 
 
 def test_every_fault_names_catalogued_behaviours_and_real_replacements():

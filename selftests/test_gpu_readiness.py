@@ -112,8 +112,8 @@ def test_a_cuda_target_without_pynvml_is_an_error_not_a_skip(tmp_path):
 def test_device_utilization_is_read_through_nvml_and_judged_per_device(tmp_path, monkeypatch):
     """topology/quiescent-after-pause on a GPU: every rank's device utilization over the window
     (the stand-in pynvml serves a scripted percent), judged against busy_device_percent."""
-    from fixtures import device
-    from fixtures import topology_judges as tj
+    from fixtures.judging import topology_judges as tj
+    from fixtures.observing import device
     from thresholds import Limit
 
     state = tmp_path / "nvml.json"

@@ -10,9 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import device, golden, metrics
-from fixtures.client import ControlPlane, Generation, Reply, wait_until
-from fixtures.engine import (
+from fixtures.errors import HarnessError
+from fixtures.judging import golden
+from fixtures.judging.expect import HoldSample, held, hold_problems, watch_hold
+from fixtures.observing import device, metrics
+from fixtures.observing.client import ControlPlane, Generation, Reply, wait_until
+from fixtures.observing.engine import (
     HOLD_WINDOW_CAP_S,
     HOLD_WINDOW_S,
     LIFECYCLE_CALLS_FACT,
@@ -20,8 +23,6 @@ from fixtures.engine import (
     hold_window,
     is_lifecycle_call,
 )
-from fixtures.errors import HarnessError
-from fixtures.expect import HoldSample, held, hold_problems, watch_hold
 
 # -- the hold window ---------------------------------------------------------------------
 

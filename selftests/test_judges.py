@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import judges
-from fixtures.client import Generation, StreamError
+from fixtures.judging import judges
+from fixtures.observing.client import Generation, StreamError
 from thresholds import load_limits
 
 

@@ -1,7 +1,7 @@
 """GPU readiness without a GPU: every variant's launch arguments meet vLLM's own parser.
 
 The coverage test needs no vLLM; the parser tests run only where vLLM is importable (the cpu and
-installed envs; `python -m fixtures.launch_check` is the same check as a command).
+installed envs; `python -m fixtures.launching.launch_check` is the same check as a command).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import launch_check
-from fixtures.variants import VARIANTS
+from fixtures.launching import launch_check
+from fixtures.launching.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def _flags_in(node: ast.AST) -> set[str]:
 def suite_flags() -> set[str]:
     """Every flag the suite passes at launch: the launch-config fixtures and tests' with_args."""
     flags: set[str] = set()
-    fixtures = ast.parse((ROOT / "fixtures" / "engine_fixtures.py").read_text())
+    fixtures = ast.parse((ROOT / "fixtures" / "plugin" / "servers.py").read_text())
     for node in ast.walk(fixtures):
         if isinstance(node, ast.FunctionDef) and node.name in ("base_config", "offline_config"):
             flags |= _flags_in(node)
@@ -59,7 +59,7 @@ def test_arguments_are_what_the_server_manager_passes():
 @pytest.fixture(scope="module")
 def vllm_parser():
     pytest.importorskip("vllm", reason="vLLM is not installed here (the cpu/installed envs run this; "
-                                       "or `python -m fixtures.launch_check`)")
+                                       "or `python -m fixtures.launching.launch_check`)")
     return launch_check.run  # imports vLLM's parser on first use
 
 

@@ -1,6 +1,6 @@
 """Reading the sleep-state gauge and the sleep-op histogram from Prometheus text."""
 
-from fixtures import metrics
+from fixtures.observing import metrics
 
 TEXT = """\
 # HELP vllm:engine_sleep_state Engine sleep state

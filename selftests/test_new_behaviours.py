@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fixtures.client import Generation, Reply
-from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE
+from fixtures.observing.client import Generation, Reply
+from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
 
 ROOT = Path(__file__).resolve().parent.parent / "conformance"
 

@@ -9,22 +9,21 @@ from http.server import HTTPServer
 
 import pytest
 
-from fixtures import offline_host
 from fixtures.errors import HarnessError
-from fixtures.offline import (
-    BY_NAME,
-    Called,
-    Delivery,
-    NotInFlightError,
-    OfflineClient,
-    engines_named,
-    returned,
-)
-from fixtures.offline_custody import (
+from fixtures.judging.offline_custody import (
     IN_FLIGHT_ATTEMPTS,
     DrainObservation,
     drain_began_late,
     start_in_flight,
+)
+from fixtures.launching import offline_host, offline_hosts
+from fixtures.launching.offline_engines import BY_NAME, engines_named
+from fixtures.observing.offline import (
+    Called,
+    Delivery,
+    NotInFlightError,
+    OfflineClient,
+    returned,
 )
 
 
@@ -36,7 +35,7 @@ class FakeOutput:
                                        "finish_reason": "length" if finished else None})()]
 
 
-class FakeHost(offline_host.Host):
+class FakeHost(offline_hosts.Host):
     """Delivers each added request in two outputs; sleep(mode="wait") refuses like 0.32
     in-process does."""
 
@@ -51,8 +50,8 @@ class FakeHost(offline_host.Host):
         return {rid: 1 for rid in self.pending}
 
     def add(self, rid, prompt, max_tokens, kind, logprobs=None):
-        if kind not in offline_host.KINDS:
-            raise offline_host.OpError(f"unknown output kind {kind!r}")
+        if kind not in offline_hosts.KINDS:
+            raise offline_hosts.OpError(f"unknown output kind {kind!r}")
         self.history.setdefault(rid, [])
         self.pending.append(rid)
 
@@ -119,7 +118,7 @@ class StarvedHost(FakeHost):
         return super().collect(until, timeout)
 
 
-def serve(host: offline_host.Host) -> Iterator[OfflineClient]:
+def serve(host: offline_hosts.Host) -> Iterator[OfflineClient]:
     server = HTTPServer(("127.0.0.1", 0), offline_host.make_handler(host))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

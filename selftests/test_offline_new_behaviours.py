@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.offline import Called
-from fixtures.offline_judges import (
+from fixtures.judging.offline_judges import (
     KvRelease,
     LateArrival,
     UnpausedRelease,
@@ -17,6 +16,7 @@ from fixtures.offline_judges import (
     late_arrival_problems,
     unpaused_release_problems,
 )
+from fixtures.observing.offline import Called
 
 REF = [5, 6, 7, 8]
 PAUSED_ERROR = "RetryableRequestError: Generation is paused. Please retry after it resumes."

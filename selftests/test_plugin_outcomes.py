@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import plugin, results
+from fixtures.plugin import collection, items
+from fixtures.reporting import results
 
 
 def report(when="call", outcome="passed", wasxfail=None):
@@ -47,12 +48,12 @@ def test_verdict_passes_only_without_fail_error_or_unrun_tests():
 
 
 def test_which_arguments_cover_the_conformance_tree():
-    root = plugin.ROOT
-    assert plugin._covers_conformance(["conformance"], root) == (True, True)
-    assert plugin._covers_conformance(["."], root) == (True, True)
-    assert plugin._covers_conformance(["conformance/flags/test_sleep_flags.py::x"], root) == (True, False)
-    assert plugin._covers_conformance(["selftests"], root) == (False, False)
-    assert Path(plugin.CONFORMANCE_DIR).is_dir()
+    root = items.ROOT
+    assert items._covers_conformance(["conformance"], root) == (True, True)
+    assert items._covers_conformance(["."], root) == (True, True)
+    assert items._covers_conformance(["conformance/flags/test_sleep_flags.py::x"], root) == (True, False)
+    assert items._covers_conformance(["selftests"], root) == (False, False)
+    assert Path(items.CONFORMANCE_DIR).is_dir()
 
 
 def test_verdict_names_an_injected_fault():
@@ -82,14 +83,14 @@ def test_a_behaviour_soaked_fewer_rounds_is_flaky_only_within_its_own_rounds():
 
 
 def test_behaviour_selection_by_id_prefix_and_layer():
-    from fixtures.catalog import load_catalog
+    from fixtures.spec.catalog import load_catalog
 
     catalog = load_catalog()
-    custody = plugin.selected_ids(catalog, ("custody/",), None)
+    custody = collection.selected_ids(catalog, ("custody/",), None)
     assert custody and all(b.startswith("custody/") for b in custody)
-    assert plugin.selected_ids(catalog, ("flags/awake-baseline",), None) == {"flags/awake-baseline"}
-    mechanism = plugin.selected_ids(catalog, (), "mechanism")
+    assert collection.selected_ids(catalog, ("flags/awake-baseline",), None) == {"flags/awake-baseline"}
+    mechanism = collection.selected_ids(catalog, (), "mechanism")
     assert mechanism and all(catalog.behaviours[b].layer == "mechanism" for b in mechanism)
-    assert not plugin.selected_ids(catalog, ("custody/",), "mechanism")
+    assert not collection.selected_ids(catalog, ("custody/",), "mechanism")
     with pytest.raises(pytest.UsageError, match="'custody' names no catalogued behaviour"):
-        plugin.selected_ids(catalog, ("custody",), None)
+        collection.selected_ids(catalog, ("custody",), None)

@@ -6,7 +6,7 @@ from functools import reduce
 
 import pytest
 
-from fixtures.catalog import load_catalog
+from fixtures.spec.catalog import load_catalog
 from refmodel import model
 from refmodel.model import AWAKE, TAGS, State
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 import thresholds
-from fixtures import certify, report
-from fixtures.catalog import load_catalog
-from fixtures.config import build_config
 from fixtures.errors import ConfigError
+from fixtures.launching.config import build_config
+from fixtures.reporting import report
+from fixtures.spec import certify
+from fixtures.spec.catalog import load_catalog
 
 CATALOG = load_catalog()
 
@@ -189,7 +190,7 @@ def test_the_server_scope_judges_http_behaviours_a_url_can_reach():
 
 
 def _check(bundle: Path) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "-m", "fixtures.certify", "check", str(bundle)],
+    proc = subprocess.run([sys.executable, "-m", "fixtures.spec.certify", "check", str(bundle)],
                           cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
                           timeout=120, check=False)
     return proc.returncode, proc.stdout

@@ -97,7 +97,7 @@ def test_an_interrupted_run_leaves_a_report_and_no_server(fake_python, tmp_path,
 
 
 def test_a_hung_engine_is_cut_by_the_request_timeout(fake_manager):
-    from fixtures.client import ControlPlane
+    from fixtures.observing.client import ControlPlane
     from selftests.conftest import fake_config
 
     server = fake_manager.acquire(fake_config(FAKE_POST="hang"))

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fixtures.errors import ServerStartError
-from fixtures.server import LaunchConfig, group_members, stop_process_group
+from fixtures.launching.server import LaunchConfig, group_members, stop_process_group
 from selftests.conftest import fake_config
 
 

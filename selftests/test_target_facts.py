@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from fixtures import target as target_mod
-from fixtures.target import _MARK, describe, parse_probe_output
+from fixtures.launching import target as target_mod
+from fixtures.launching.target import _MARK, describe, parse_probe_output
 
 PROBE = {"distribution": "vllm", "vllm_version": "0.34.0.dev12+g1a2b3c.cpu", "torch_version": "2.9.0+cpu",
          "platform": "cpu", "has_triton": False, "cuda_available": False, "device_name": None,
@@ -42,7 +42,7 @@ def test_the_probe_reports_where_vllm_is_installed():
 
 def test_a_handed_down_probe_is_used_only_for_the_same_interpreter(monkeypatch):
     from fixtures.errors import HarnessError
-    from fixtures.target import PROBED_ENV, handed_probe, probe_target
+    from fixtures.launching.target import PROBED_ENV, handed_probe, probe_target
 
     stdout = _MARK + json.dumps(PROBE) + "\n"
     monkeypatch.setenv(PROBED_ENV, handed_probe("/no/such/python", stdout))

@@ -13,13 +13,11 @@ import psutil
 import pytest
 
 from faults import registry
-from fixtures import process_cpu
-from fixtures import topology_judges as tj
-from fixtures.catalog import CatalogError, coverage_problems, parse_catalog
-from fixtures.config import build_config
 from fixtures.errors import ConfigError, HarnessError
-from fixtures.tiny_model import DECLARED_EXPERTS, moe_declared
-from fixtures.topologies import (
+from fixtures.judging import topology_judges as tj
+from fixtures.launching.config import build_config
+from fixtures.launching.tiny_model import DECLARED_EXPERTS, moe_declared
+from fixtures.launching.topologies import (
     TOPOLOGIES,
     UnknownTopologyError,
     cpu_skip_reason,
@@ -28,6 +26,8 @@ from fixtures.topologies import (
     split_cores,
     topology_named,
 )
+from fixtures.observing import process_cpu
+from fixtures.spec.catalog import CatalogError, coverage_problems, parse_catalog
 from thresholds import Limit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -300,7 +300,7 @@ class _StarvedGen:
         self.seen_from, self.reason, self.sizes = seen_from, reason, []
 
     def start(self, prompt, size):
-        from fixtures.client import Generation
+        from fixtures.observing.client import Generation
 
         self.sizes.append(size)
         gen = Generation(stream=False, max_tokens=size)
@@ -319,7 +319,7 @@ class _Load:
 
 
 def _starved(seen_from: int, reason: str = "length"):
-    from fixtures.engine import Engine
+    from fixtures.observing.engine import Engine
 
     gen = _StarvedGen(seen_from, reason)
     return Engine(server=_StarvedServer(), variant=None, profile="0.32", platform="cpu",
@@ -358,7 +358,7 @@ def test_wait_load_stops_once_the_request_was_answered():
 def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
     from hypothesis import Phase, settings
 
-    import fixtures.plugin  # noqa: F401  (registers the profile)
+    import fixtures.plugin.options  # noqa: F401  (registers the profile)
     from faults import detection
 
     case = next(c for c in detection.cases() if c.name == "stock-under-layered")

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures import results
-from fixtures.catalog import CatalogError, load_catalog, parse_catalog
+from fixtures.reporting import results
+from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog
 
 ENTRY = """
 behaviours:

@@ -6,8 +6,7 @@ import json
 import struct
 from pathlib import Path
 
-from fixtures.weight_judges import (
-    WeightCall,
+from fixtures.judging.weight_judges import (
     expected_version,
     first_difference,
     operation_count_problems,
@@ -15,7 +14,7 @@ from fixtures.weight_judges import (
     serves_problems,
     version_problems,
 )
-from fixtures.weight_sync import Checkpoint, layer_chunks, tensor_names, update_info
+from fixtures.observing.weight_sync import Checkpoint, WeightCall, layer_chunks, tensor_names, update_info
 
 GOLDENS = {"A": [1, 2, 3, 4], "B": [5, 6, 7, 8]}
 

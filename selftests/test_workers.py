@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import results, workers
 from fixtures.errors import ConfigError
+from fixtures.launching import workers
+from fixtures.reporting import results
 
 
 def team(n: int) -> list[workers.Worker]:

@@ -114,7 +114,7 @@ def _target_version(results: Mapping[str, Any]) -> str | None:
     target = results.get("target") or {}
     if not isinstance(target, Mapping):
         return None
-    version = target.get("vllm_version") or target.get("version")  # fixtures/target.py names it vllm_version
+    version = target.get("vllm_version") or target.get("version")  # launching/target.py: vllm_version
     return str(version) if version else None
 
 

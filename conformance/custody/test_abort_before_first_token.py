@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures import judges
-from fixtures.expect import reply_is
+from fixtures.judging import judges
+from fixtures.judging.expect import reply_is
 
 TOKENS = 32
 

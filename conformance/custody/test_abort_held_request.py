@@ -6,10 +6,11 @@ import time
 
 import pytest
 
-from fixtures import judges, metrics
-from fixtures.client import Generation, wait_until
-from fixtures.engine import SETTLE_S, Engine
-from fixtures.expect import held, reply_is
+from fixtures.judging import judges
+from fixtures.judging.expect import held, reply_is
+from fixtures.observing import metrics
+from fixtures.observing.client import Generation, wait_until
+from fixtures.observing.engine import SETTLE_S, Engine
 
 MAX_TOKENS = 48
 GENERATED = "vllm:generation_tokens_total"

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from fixtures import judges
-from fixtures.engine import FREEZE_WINDOW_S, SETTLE_S, received
+from fixtures.judging import judges
+from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received
 
 
 @pytest.mark.behaviour("custody/abort-requests")

@@ -5,15 +5,15 @@ import time
 
 import pytest
 
-from fixtures.offline import OfflineClient, reference
-from fixtures.offline_judges import LateArrival, late_arrival_problems
-from fixtures.profiles import MODES, PROFILES
+from fixtures.judging.offline_judges import LateArrival, late_arrival_problems
+from fixtures.observing.offline import OfflineClient, reference
+from fixtures.spec.profiles import MODES, PROFILES
 
 PROMPT = "A request that reaches AsyncLLM while generation is paused for a weight update."
 TOKENS = 48
 # A refusal is immediate; an engine that holds the request instead is caught after this.
 REJECT_WITHIN_S = 5.0
-# A held request must stay silent this long (fixtures.engine.HOLD_WINDOW_S).
+# A held request must stay silent this long (fixtures.observing.engine.HOLD_WINDOW_S).
 HOLD_WINDOW_S = 3.0
 
 

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from fixtures import judges
-from fixtures.client import ControlPlane, Reply, wait_until
-from fixtures.custody import DRAIN_SETTLE_S
-from fixtures.engine import AWAKE_GAUGE, HOLD_WINDOW_S, SLEEP_GAUGE
-from fixtures.expect import reply_is
+from fixtures.judging import judges
+from fixtures.judging.custody import DRAIN_SETTLE_S
+from fixtures.judging.expect import reply_is
+from fixtures.observing.client import ControlPlane, Reply, wait_until
+from fixtures.observing.engine import AWAKE_GAUGE, HOLD_WINDOW_S, SLEEP_GAUGE
 
 LATE_TOKENS = 48
 GAUGE_POLL_S = 0.05

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.offline_custody import drain_problems, observe_drain
+from fixtures.judging.offline_custody import drain_problems, observe_drain
 
 # The engine core in a process of its own: the drain is the engine's (0.32 refuses it in-process).
 MP_ENGINES = ("LLM-MP1", "AsyncLLM-MP1", "AsyncLLM-MP0")

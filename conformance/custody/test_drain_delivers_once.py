@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures import delivery
-from fixtures.offline import returned
-from fixtures.offline_custody import observe_drain
+from fixtures.judging import delivery
+from fixtures.judging.offline_custody import observe_drain
+from fixtures.observing.offline import returned
 
 MP_ENGINES = ("LLM-MP1", "AsyncLLM-MP1", "AsyncLLM-MP0")
 

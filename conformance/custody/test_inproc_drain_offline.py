@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures import judges
-from fixtures.offline import Delivery
-from fixtures.offline_custody import drain_problems, observe_drain, start_in_flight
+from fixtures.judging import judges
+from fixtures.judging.offline_custody import drain_problems, observe_drain, start_in_flight
+from fixtures.observing.offline import Delivery
 
 
 @pytest.mark.behaviour("custody/inproc-drain-before-offload")

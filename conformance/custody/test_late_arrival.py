@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures import judges
-from fixtures.expect import held, reply_is
-from fixtures.profiles import MODES, PROFILES
+from fixtures.judging import judges
+from fixtures.judging.expect import held, reply_is
+from fixtures.spec.profiles import MODES, PROFILES
 
 MAX_TOKENS = 48
 # A rejection is immediate; an engine that holds the request instead is caught here, not

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures import custody, judges
-from fixtures.expect import reply_is
+from fixtures.judging import custody, judges
+from fixtures.judging.expect import reply_is
 
 N = 2
 AFTER_TOKENS = 16

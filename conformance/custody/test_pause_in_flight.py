@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures import custody
-from fixtures.profiles import MODES
+from fixtures.judging import custody
+from fixtures.spec.profiles import MODES
 
 
 @pytest.mark.behaviour("custody/pause-in-flight")

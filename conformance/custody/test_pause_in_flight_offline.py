@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from fixtures import delivery, judges
-from fixtures.engine import FREEZE_WINDOW_S, SETTLE_S
-from fixtures.offline import returned
-from fixtures.offline_custody import start_in_flight
+from fixtures.judging import delivery, judges
+from fixtures.judging.offline_custody import start_in_flight
+from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S
+from fixtures.observing.offline import returned
 
 PHASES = ("running", "pausing", "paused", "resumed")
 

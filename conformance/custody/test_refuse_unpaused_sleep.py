@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from fixtures.engine import FREEZE_WINDOW_S, SETTLE_S, received
-from fixtures.expect import reply_is
+from fixtures.judging.expect import reply_is
+from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received
 
 
 @pytest.mark.behaviour("custody/refuse-unpaused-sleep")

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-from fixtures import api_shape, judges
-from fixtures import topology_judges as tj
-from fixtures.client import Generation, Reply, wait_until
-from fixtures.engine import Engine
-from fixtures.expectations import Instance, finding_reached
+from fixtures.judging import judges
+from fixtures.judging import topology_judges as tj
+from fixtures.observing import api_shape
+from fixtures.observing.client import Generation, Reply, wait_until
+from fixtures.observing.engine import Engine
+from fixtures.spec.expectations import Instance, finding_reached
 from refmodel import model
 
 MAX_TOKENS = 8

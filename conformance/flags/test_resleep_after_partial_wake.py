@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import judges
-from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.errors import HarnessError
-from fixtures.expect import reply_is, state_is
-from fixtures.profiles import PROFILES
+from fixtures.judging import judges
+from fixtures.judging.expect import reply_is, state_is
+from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
+from fixtures.spec.profiles import PROFILES
 
 AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
 PROMPT = "sleep, wake the kv cache, sleep again"

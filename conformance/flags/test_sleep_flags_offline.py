@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.offline import flags_are, returned
+from fixtures.observing.offline import flags_are, returned
 
 
 @pytest.mark.behaviour("flags/sleep-level")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures import expect
-from fixtures.expect import reply_is
+from fixtures.judging import expect
+from fixtures.judging.expect import reply_is
 
 MAX_TOKENS = 32
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures import delivery
-from fixtures.engine import HOLD_WINDOW_S
-from fixtures.offline import reference, returned
+from fixtures.judging import delivery
+from fixtures.observing.engine import HOLD_WINDOW_S
+from fixtures.observing.offline import reference, returned
 
 PROMPT = "A request that arrives while half of the engine memory is still asleep must wait."
 TOKENS = 48

@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures import golden
-from fixtures.engine import Engine
-from fixtures.expect import reply_is
+from fixtures.judging import golden
+from fixtures.judging.expect import reply_is
+from fixtures.observing.engine import Engine
 
 STAGED_CYCLES = 5
 
@@ -36,7 +36,7 @@ SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first",
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_golden_after_wake(seeded_engine, scenario, limits, record_property):
     engine = seeded_engine
-    # Captured at the first attach to the server, before any lifecycle call (fixtures/golden.py).
+    # Captured at the first attach to the server, before any lifecycle call (fixtures/judging/golden.py).
     reference = golden.reference(engine.server.facts)
     problems: list[str] = []
     if scenario == "level1-full-wake":

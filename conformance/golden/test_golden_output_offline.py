@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures import golden
-from fixtures.offline import returned
+from fixtures.judging import golden
+from fixtures.observing.offline import returned
 
 SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first", "level2-reload-weights"]
 
@@ -11,7 +11,7 @@ SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first", "lev
 @pytest.mark.behaviour("golden/after-wake")
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_golden_after_wake_offline(offline, scenario, limits, target, record_property):
-    # Captured at the first attach to the host, before any lifecycle call (fixtures/golden.py).
+    # Captured at the first attach to the host, before any lifecycle call (fixtures/judging/golden.py).
     reference = golden.reference(offline.server.facts)
     problems: list[str] = []
     if scenario == "level1-full-wake":

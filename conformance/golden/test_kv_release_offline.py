@@ -5,13 +5,13 @@ import time
 
 import pytest
 
-from fixtures.offline import OfflineClient, reference
-from fixtures.offline_judges import KvRelease, kv_release_problems, release_accepted
-from fixtures.profiles import PROFILES
+from fixtures.judging.offline_judges import KvRelease, kv_release_problems, release_accepted
+from fixtures.observing.offline import OfflineClient, reference
+from fixtures.spec.profiles import PROFILES
 
 PROMPT = "Greedy output across a KV-cache release and a kv_cache wake, through the Python API."
 TOKENS = 48
-HOLD_WINDOW_S = 3.0  # a held request must stay silent this long (fixtures.engine.HOLD_WINDOW_S)
+HOLD_WINDOW_S = 3.0  # a held request must stay silent this long (fixtures.observing.engine.HOLD_WINDOW_S)
 FRESH_TIMEOUT_S = 30.0  # a 48-token request on an awake engine takes well under a second
 
 

@@ -5,11 +5,12 @@ import time
 
 import pytest
 
-from fixtures import api_shape, judges
-from fixtures.client import Generation
-from fixtures.expect import serving
-from fixtures.expectations import Instance, finding_reached
-from fixtures.profiles import PROFILES
+from fixtures.judging import judges
+from fixtures.judging.expect import serving
+from fixtures.observing import api_shape
+from fixtures.observing.client import Generation
+from fixtures.spec.expectations import Instance, finding_reached
+from fixtures.spec.profiles import PROFILES
 
 CLIENTS = 3
 CYCLES = 3

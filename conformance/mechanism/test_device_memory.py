@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from fixtures import device
 from fixtures.errors import HarnessError
-from fixtures.expect import reply_is, serving
+from fixtures.judging.expect import reply_is, serving
+from fixtures.observing import device
 from thresholds import judges
 
 CYCLES = 10

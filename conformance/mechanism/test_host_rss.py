@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures.device import tree_rss_bytes
-from fixtures.expect import reply_is
-from fixtures.external import needs_own_process
+from fixtures.judging.expect import reply_is
+from fixtures.launching.external import needs_own_process
+from fixtures.observing.device import tree_rss_bytes
 from thresholds import judges
 
 CYCLES = 10

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from fixtures import metrics
-from fixtures.expect import reply_is
+from fixtures.judging.expect import reply_is
+from fixtures.observing import metrics
 from thresholds import judges
 
 REPEATS = 5

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import metrics
-from fixtures.expect import reply_is
+from fixtures.judging.expect import reply_is
+from fixtures.observing import metrics
 
 OPERATIONS = ("sleep", "wake")
 

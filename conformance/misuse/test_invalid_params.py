@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures import api_shape
-from fixtures.engine import AWAKE_GAUGE, StateView
-from fixtures.expect import serving, state_is
+from fixtures.judging.expect import serving, state_is
+from fixtures.observing import api_shape
+from fixtures.observing.engine import AWAKE_GAUGE, StateView
 
 AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.engine import AWAKE_GAUGE, StateView
-from fixtures.expect import reply_is, serving, state_is
-from fixtures.profiles import MODES
+from fixtures.judging.expect import reply_is, serving, state_is
+from fixtures.observing.engine import AWAKE_GAUGE, StateView
+from fixtures.spec.profiles import MODES
 
 AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
 # A pause moves neither the gauge nor memory; is_sleeping reads true (paused or asleep).

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures.offline import reference
-from fixtures.offline_judges import UnpausedRelease, unpaused_release_problems
+from fixtures.judging.offline_judges import UnpausedRelease, unpaused_release_problems
+from fixtures.observing.offline import reference
 
 PROMPT = "A request after a KV-cache release that the engine had to refuse."
 TOKENS = 48

@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures.engine import Engine
 from fixtures.errors import HarnessError
-from fixtures.expect import reply_is
+from fixtures.judging.expect import reply_is
+from fixtures.observing.engine import Engine
 
 # Long enough to fill several KV blocks, so a cache hit is visible in cached_tokens.
 BASE = "The prefix cache should remember this sentence, block after block, word for word. " * 4

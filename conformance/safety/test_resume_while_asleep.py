@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from fixtures import judges
-from fixtures.engine import HOLD_WINDOW_S, observe_state
-from fixtures.expect import reply_is
-from fixtures.profiles import PROFILES
+from fixtures.judging import judges
+from fixtures.judging.expect import reply_is
+from fixtures.observing.engine import HOLD_WINDOW_S, observe_state
+from fixtures.spec.profiles import PROFILES
 
 TOKENS = 16
 POLL_S = 0.1

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from fixtures.engine import Engine
-from fixtures.expect import serving
+from fixtures.judging.expect import serving
+from fixtures.observing.engine import Engine
 
 ENDPOINTS = [
     ("POST", "/sleep"), ("POST", "/wake_up"), ("GET", "/is_sleeping"), ("POST", "/pause"),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.external import needs_own_process
+from fixtures.launching.external import needs_own_process
 
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp*
 LOOPBACK4 = "0100007F"  # 127.0.0.1, little-endian hex

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from fixtures import frontends
-from fixtures.client import Reply, wait_until
-from fixtures.engine import hold_window
-from fixtures.expect import reply_is
-from fixtures.topology_judges import frontend_problems, held_problems
+from fixtures.judging.expect import reply_is
+from fixtures.judging.topology_judges import frontend_problems, held_problems
+from fixtures.observing import frontends
+from fixtures.observing.client import Reply, wait_until
+from fixtures.observing.engine import hold_window
 
 MAX_TOKENS = 8
 REQUESTS_PER_FRONTEND = 8

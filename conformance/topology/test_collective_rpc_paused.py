@@ -4,8 +4,8 @@ collective RPC (the weight load's shape) and the resume then complete, twenty ti
 
 import pytest
 
-from fixtures.client import Reply
-from fixtures.expect import finished_fully
+from fixtures.judging.expect import finished_fully
+from fixtures.observing.client import Reply
 
 ROUNDS = 20
 MAX_TOKENS = 8

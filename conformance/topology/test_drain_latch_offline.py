@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from fixtures.offline import Called, Delivery, OfflineClient
-from fixtures.profiles import PROFILES
-from fixtures.topology_judges import DrainRound, drain_problems
+from fixtures.judging.topology_judges import DrainRound, drain_problems
+from fixtures.observing.offline import Called, Delivery, OfflineClient
+from fixtures.spec.profiles import PROFILES
 
 ROUNDS = 3
 TOKENS = 16

@@ -4,10 +4,10 @@ import time
 
 import pytest
 
-from fixtures import topology_judges as tj
-from fixtures.client import Generation
-from fixtures.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine, hold_window
-from fixtures.expect import finished_fully, reply_is, state_on_every_engine
+from fixtures.judging import topology_judges as tj
+from fixtures.judging.expect import finished_fully, reply_is, state_on_every_engine
+from fixtures.observing.client import Generation
+from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine, hold_window
 
 MAX_TOKENS = 16
 # Enough requests that the DP load balancer gives every engine some (it spreads by load).

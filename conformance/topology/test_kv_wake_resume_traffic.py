@@ -3,8 +3,8 @@ after it (while requests arrive) must be a harmless no-op, and every request mus
 
 import pytest
 
-from fixtures.expect import consensus_flags, finished_fully, reply_is
-from fixtures.topology_judges import SUCCESS_TOTAL, per_engine, served_problems
+from fixtures.judging.expect import consensus_flags, finished_fully, reply_is
+from fixtures.judging.topology_judges import SUCCESS_TOTAL, per_engine, served_problems
 
 MAX_TOKENS = 16
 REQUESTS_PER_ENGINE = 4

@@ -3,7 +3,7 @@
 Every DP rank steps while any rank has a request (the idle ones run dummy forwards in the
 wave), and a pause sets every rank stepping until they agree on it. Once /pause has answered,
 no engine may still be stepping: the CPU time of each engine-core process over the window
-right after the answer is held to its own idle reading (fixtures/process_cpu.py says why the
+right after the answer is held to its own idle reading (fixtures/observing/process_cpu.py says why the
 workers are not read), with one request running when the pause arrives, and again for a pause
 of an idle engine (whose latency is recorded too).
 """
@@ -12,11 +12,11 @@ import threading
 
 import pytest
 
-from fixtures import device
-from fixtures import topology_judges as tj
 from fixtures.errors import HarnessError
-from fixtures.expect import reply_is
-from fixtures.process_cpu import busy_cores, engine_processes
+from fixtures.judging import topology_judges as tj
+from fixtures.judging.expect import reply_is
+from fixtures.observing import device
+from fixtures.observing.process_cpu import busy_cores, engine_processes
 from thresholds import Measurement
 
 # Long enough that a stepping engine cannot hide between two samples, short for the suite.

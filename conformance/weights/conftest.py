@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from fixtures import golden
-from fixtures.engine import Engine
-from fixtures.engine_fixtures import ROOT
 from fixtures.errors import HarnessError
-from fixtures.server import LaunchConfig, ServerManager
-from fixtures.state import RunState
-from fixtures.target import TargetInfo
-from fixtures.tiny_model import checkpoint_b_spec, default_cache_dir
-from fixtures.weight_judges import serves_problems
-from fixtures.weight_sync import Checkpoint, WeightClient, outputs
+from fixtures.judging import golden
+from fixtures.judging.weight_judges import serves_problems
+from fixtures.launching.server import LaunchConfig, ServerManager
+from fixtures.launching.target import TargetInfo
+from fixtures.launching.tiny_model import checkpoint_b_spec, default_cache_dir
+from fixtures.observing.engine import Engine
+from fixtures.observing.weight_sync import Checkpoint, WeightClient, outputs
+from fixtures.plugin.items import ROOT
+from fixtures.plugin.state import RunState
 
 RESTORE_VERSION = "checkpoint-A"
 
@@ -37,8 +37,8 @@ def checkpoints(run_state: RunState, model_path: str) -> dict[str, Checkpoint]:
                     "has no second checkpoint the suite can build (serve the embedded model)")
     expected = default_cache_dir() / f"tiny-llama-{checkpoint_b_spec().digest()}"
     if not (expected / "config.json").is_file():
-        proc = subprocess.run([run_state.config.python, "-m", "fixtures.tiny_model", "--checkpoint", "b"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+        builder = [run_state.config.python, "-m", "fixtures.launching.tiny_model", "--checkpoint", "b"]
+        proc = subprocess.run(builder, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
         if proc.returncode != 0:
             raise HarnessError(f"building checkpoint B failed:\n{proc.stderr[-2000:]}")
     return {"A": Checkpoint("A", Path(model_path)), "B": Checkpoint("B", expected)}
@@ -84,13 +84,17 @@ def goldens(manager: Any, base_config: LaunchConfig, run_state: RunState, target
     return found
 
 
+def _golden_outputs(engine: Engine, engines: int) -> dict[str, list[int]]:
+    return outputs(engine, engines, golden.HTTP_PROMPT, golden.TOKENS)
+
+
 def _restore(engine: Engine, client: WeightClient, checkpoints: dict[str, Checkpoint],
              goldens: dict[str, list[int]], engines: int) -> None:
     engine.to_baseline()
-    if serves_problems(outputs(engine, engines), "A", goldens, "restore") == []:
+    if serves_problems(_golden_outputs(engine, engines), "A", goldens, "restore") == []:
         return
     client.push(checkpoints["A"], RESTORE_VERSION, engines)
-    problems = serves_problems(outputs(engine, engines), "A", goldens, "after restoring checkpoint A")
+    problems = serves_problems(_golden_outputs(engine, engines), "A", goldens, "after restoring checkpoint A")
     if problems:
         raise HarnessError("; ".join(problems))
 
@@ -99,7 +103,7 @@ def _weight_client(engine: Engine, engines: int, checkpoints: dict[str, Checkpoi
                    goldens: dict[str, list[int]], run_state: RunState,
                    request: pytest.FixtureRequest) -> Iterator[WeightClient]:
     client = WeightClient(engine.control, engine.server.facts)
-    problems = serves_problems(outputs(engine, engines), "A", goldens, "before the test")
+    problems = serves_problems(_golden_outputs(engine, engines), "A", goldens, "before the test")
     if problems:
         raise HarnessError("the engine does not serve checkpoint A at the start: " + "; ".join(problems))
     yield client

@@ -3,11 +3,11 @@ had before the session (an RL step whose sync fails must not lose the engine).""
 
 import pytest
 
-from fixtures import golden
 from fixtures.errors import ServerDiedError
-from fixtures.expect import reply_is
-from fixtures.weight_judges import serves_problems
-from fixtures.weight_sync import WeightClient
+from fixtures.judging import golden
+from fixtures.judging.expect import reply_is
+from fixtures.judging.weight_judges import serves_problems
+from fixtures.observing.weight_sync import WeightClient
 
 MISSING = "/nonexistent/checkpoint.safetensors"
 

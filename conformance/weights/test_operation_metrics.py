@@ -3,9 +3,9 @@ refused by validation, and no operation left in flight."""
 
 import pytest
 
-from fixtures import metrics
-from fixtures.expect import reply_is
-from fixtures.weight_judges import operation_count_problems
+from fixtures.judging.expect import reply_is
+from fixtures.judging.weight_judges import operation_count_problems
+from fixtures.observing import metrics
 
 DURATION = "vllm:rl_weight_update_operation_duration_seconds_count"
 IN_FLIGHT = "vllm:rl_weight_update_operations_in_flight"

@@ -4,9 +4,10 @@ session opened before a refused second start still completes)."""
 
 import pytest
 
-from fixtures.expect import reply_is
-from fixtures.weight_judges import refused_problems
-from fixtures.weight_sync import assert_serves, layer_chunks, update_info
+from fixtures.judging.expect import reply_is
+from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.weight_judges import refused_problems
+from fixtures.observing.weight_sync import layer_chunks, update_info
 
 CASES = ["chunk-before-start", "finish-without-start", "start-twice"]
 

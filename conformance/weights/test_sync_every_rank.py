@@ -2,9 +2,9 @@
 
 import pytest
 
-from fixtures.expect import reply_is
-from fixtures.weight_judges import version_problems
-from fixtures.weight_sync import assert_serves
+from fixtures.judging.expect import reply_is
+from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.weight_judges import version_problems
 
 
 @pytest.mark.behaviour("weights/sync-reaches-every-rank")

@@ -3,8 +3,8 @@ pushing A back restores A's; the same through reload_weights from another weight
 
 import pytest
 
-from fixtures.expect import reply_is
-from fixtures.weight_sync import assert_serves
+from fixtures.judging.expect import reply_is
+from fixtures.judging.expect import serves as assert_serves
 
 
 @pytest.mark.behaviour("weights/sync-lands")

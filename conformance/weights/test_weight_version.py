@@ -4,8 +4,8 @@ pause, sleep, wake)."""
 
 import pytest
 
-from fixtures.expect import reply_is
-from fixtures.weight_judges import expected_version, version_problems
+from fixtures.judging.expect import reply_is
+from fixtures.judging.weight_judges import expected_version, version_problems
 
 
 def check(weights, step: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""A stand-in for nvidia-ml-py's `pynvml`: only what fixtures/device.py calls, one device.
+"""A stand-in for nvidia-ml-py's `pynvml`: only what fixtures/observing/device.py calls, one device.
 
 Its readings are the fake GPU server's (selftests/fake_server.py, FAKE_POST=vllm), which
 writes the bytes it maps to the file named by FAKE_NVML_STATE (and a test may write a

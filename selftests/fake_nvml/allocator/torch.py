@@ -1,4 +1,4 @@
-"""A stand-in for the part of torch fixtures/device.py's ALLOCATOR uses, on the fake device.
+"""A stand-in for the part of torch fixtures/observing/device.py's ALLOCATOR uses, on the fake device.
 
 Only the allocator process gets it (the fake interpreter puts this folder on its path): it
 holds bytes against what the fake device has free (FAKE_NVML_STATE), and runs out like CUDA.

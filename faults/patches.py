@@ -389,3 +389,12 @@ def update_drops_a_tensor(original: Fn) -> Fn:
             undo()
     return update_weights
 
+
+def pause_keep_keeps_cache(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:
+        # The bug: a keep pause never clears the cache, so a held request resumes on the KV
+        # cache its earlier tokens left, whatever weights were loaded meanwhile.
+        return original(self, mode, False if mode == "keep" else clear_cache)
+    return pause_scheduler
+

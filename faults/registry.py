@@ -112,6 +112,8 @@ WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got 
 # A sync that did not land where it was sent: an engine still serves the old checkpoint.
 OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
 RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
+# A held request resumed on the KV cache of the old weights.
+STALE_KV_MIX = r"explained by no single switch from the old weights' run"
 # Part of a layer loaded: neither checkpoint's output.
 WEIGHTS_MIXED = r"serves neither checkpoint's output"
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
@@ -330,6 +332,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("weights/sync-lands",),
         patches=(_patch(_TRANSFER_UPDATE, "update_drops_a_tensor"),),
         symptoms=(("weights/sync-lands", WEIGHTS_MIXED),),
+    ),
+    Fault(
+        "weights-keep-pause-stale-kv", "fault",
+        "a keep pause never clears the cache: a request held across a sync resumes on the KV cache "
+        "computed under the old weights",
+        "vLLM 0.32 pause_scheduler (clear_cache resets running requests); examples/rl/"
+        "rlhf_async_new_apis.py (tokens after a keep pause and a sync match a fresh engine)",
+        breaks=("weights/held-request-one-version",),
+        patches=(_patch(_PROC_PAUSE, "pause_keep_keeps_cache"),),
+        symptoms=(("weights/held-request-one-version", STALE_KV_MIX),),
     ),
 )}
 

@@ -21,7 +21,8 @@ from fixtures.launching.server import LaunchConfig, ServerManager
 from fixtures.launching.target import TargetInfo
 from fixtures.launching.tiny_model import checkpoint_b_spec, default_cache_dir
 from fixtures.observing.engine import Engine
-from fixtures.observing.weight_sync import Checkpoint, WeightClient, outputs
+from fixtures.observing.offline import OfflineClient
+from fixtures.observing.weight_sync import Checkpoint, OfflineWeights, WeightClient, outputs
 from fixtures.plugin.items import ROOT
 from fixtures.plugin.state import RunState
 
@@ -133,3 +134,23 @@ def topology_weights(topology_engine: Engine, topology: Any, checkpoints: dict[s
                      request: pytest.FixtureRequest) -> Iterator[WeightClient]:
     """The topology server's weight client, every engine on checkpoint A before and after."""
     yield from _weight_client(topology_engine, topology.engines, checkpoints, goldens, run_state, request)
+
+
+@pytest.fixture
+def offline_weights(offline: OfflineClient, checkpoints: dict[str, Checkpoint],
+                    goldens: dict[str, list[int]], run_state: RunState,
+                    request: pytest.FixtureRequest) -> Iterator[OfflineWeights]:
+    """The offline engine's weight methods; checkpoint A put back after the test."""
+    weights = OfflineWeights(offline)
+    yield weights
+    if not offline.server.alive():
+        return
+    try:
+        offline.baseline()
+        weights.push(checkpoints["A"], RESTORE_VERSION)
+    except (AssertionError, HarnessError) as exc:
+        manager = run_state.manager
+        if isinstance(manager, ServerManager) and manager.current is offline.server:
+            manager.release()
+        run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
+            f"checkpoint A could not be restored ({str(exc)[:200]}); the engine host was stopped")

@@ -122,3 +122,26 @@ def test_weight_fault_symptoms_match_only_their_own_judgement() -> None:
     assert not re.search(RANK_MISSED, mixed) and not re.search(RANK_MISSED, old)
     assert re.search(WEIGHTS_MIXED, mixed) and not re.search(WEIGHTS_MIXED, old)
     assert re.search(OLD_WEIGHTS_SERVED, old) and not re.search(OLD_WEIGHTS_SERVED, mixed)
+
+
+def test_one_switch_from_old_run_to_new_continuation_explains_a_held_request() -> None:
+    from fixtures.judging.weight_judges import switch_problems
+
+    before = [1, 2, 3, 4, 5, 6]
+    tokens = [1, 2, 3, 9, 9, 9]  # A's run for three tokens, then B's continuation
+    assert switch_problems(tokens, before, {3: [9, 9, 9]}) == []
+    # B's first token happened to equal A's: the switch is earlier than the first difference.
+    assert switch_problems([1, 2, 3, 4, 8, 8], before, {4: [7, 7], 3: [4, 8, 8]}) == []
+
+
+def test_a_continuation_on_stale_state_is_no_single_switch() -> None:
+    import re
+
+    from faults.registry import STALE_KV_MIX
+    from fixtures.judging.weight_judges import switch_problems
+
+    problems = switch_problems([1, 2, 3, 7, 7, 7], [1, 2, 3, 4, 5, 6], {3: [9, 9, 9], 2: [3, 9, 9, 9]})
+    assert len(problems) == 1 and "switch points tried: 2, 3" in problems[0]
+    assert re.search(STALE_KV_MIX, problems[0])
+    # a prefix that is not the old run's is no switch either
+    assert switch_problems([1, 5, 3, 9, 9, 9], [1, 2, 3, 4, 5, 6], {3: [9, 9, 9]})

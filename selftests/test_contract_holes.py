@@ -60,7 +60,7 @@ def test_a_request_that_ran_while_asleep_says_so():
     resumed = reply(200, {"status": "resumed"})
     ran = judges.held_while_asleep(gen(["length"], range(TOKENS)), 1, 0, 200, resumed, met)
     assert len(ran) == 1
-    # The finding's signature in conformance/findings.yaml matches this from the start.
+    # The finding's signature in conformance/findings.yaml matches this message whole.
     assert re.match(r"a request ran while asleep: after /sleep\?level=1 /resume answered 200 "
                     r"\{'status': 'resumed'\}, and the request sent next completed \(finish_reason "
                     r"'length', 16 tokens\) \d+\.\d\d s after it was sent with memory tags still "

@@ -228,7 +228,7 @@ def test_the_finding_signature_matches_the_ran_while_asleep_message():
 
     expectations = load_expectations(load_catalog())
     instance = Instance(profile="0.32", release="0.32.0", variant="MRV1-eager", transport="http",
-                        params=("level1",))
+                        params=("level1",), platform="cpu")
     found, _ = for_instance(expectations, "safety/no-request-while-asleep", "finding", instance)
     assert found is not None
     met = StateView(True, False, SLEEP_GAUGE[1])
@@ -248,7 +248,8 @@ def test_cut_before_first_token_is_tolerated_only_in_the_findings_scope():
     expectations = load_expectations(load_catalog())
 
     def known(profile: str, release: str) -> bool:
-        instance = Instance(profile=profile, release=release, variant="MRV1-eager", transport="http")
+        instance = Instance(profile=profile, release=release, variant="MRV1-eager", transport="http",
+                            platform="cpu")
         return finding_reached(expectations, "custody/abort-before-first-token", instance)
 
     assert known("0.32", "0.32.0")

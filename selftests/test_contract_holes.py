@@ -254,3 +254,19 @@ def test_cut_before_first_token_is_tolerated_only_in_the_findings_scope():
 
     assert known("0.32", "0.32.0")
     assert not known("0.33", "0.33.0")
+
+
+# -- misuse/release-kv-out-of-order: a refusal is a 4xx (issue 22, hole 9) ------------------
+
+def test_an_out_of_order_release_is_refused_only_by_a_4xx_naming_the_precondition():
+    named = {"error": {"message": "release_kv_cache_memory() requires a completed pause first"}}
+    assert judges.release_refused(reply(400, named), "completed pause") == []
+    # 0.32's 500 naming the precondition: its own failure message, never a refusal.
+    server = judges.release_refused(reply(500, named), "completed pause")
+    assert server and server[0].startswith("refused with 500 (a server error) naming 'completed pause', "
+                                           "expected a 4xx (the caller's error)")
+    crash = judges.release_refused(reply(500, "Internal Server Error"), "completed pause")
+    assert crash[0].startswith("answered 500 (a server error) without naming 'completed pause'")
+    assert judges.release_refused(reply(409, {"error": "busy"}), "resident")[0].startswith(
+        "refused, but the error does not name 'resident'")
+    assert judges.release_refused(reply(200, {}), "resident")[0].startswith("expected a refusal")

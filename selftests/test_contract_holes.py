@@ -270,3 +270,20 @@ def test_an_out_of_order_release_is_refused_only_by_a_4xx_naming_the_preconditio
     assert judges.release_refused(reply(409, {"error": "busy"}), "resident")[0].startswith(
         "refused, but the error does not name 'resident'")
     assert judges.release_refused(reply(200, {}), "resident")[0].startswith("expected a refusal")
+
+
+# -- results read and now asserted (issue 22, hole 10) ---------------------------------------
+
+def test_the_request_running_at_a_dp_pause_must_end_as_its_mode_says():
+    cut = gen(["abort"], range(5), usage=5)
+    cut.max_tokens = TOKENS
+    whole = gen(["length"], range(TOKENS), usage=TOKENS)
+    whole.max_tokens = TOKENS
+    assert judges.ended_as_paused(cut, "abort") == [] and judges.ended_as_paused(whole, "wait") == []
+    assert judges.ended_as_paused(whole, "keep") == []
+    # done, but not as the mode says: a keep pause that lost the request, an abort that ran it out.
+    assert judges.ended_as_paused(cut, "keep")[0] == "finish reasons ['abort'], expected all 'length'"
+    assert judges.ended_as_paused(whole, "abort")
+    unsized = gen(["length"], range(TOKENS))
+    with pytest.raises(HarnessError):
+        judges.ended_as_paused(unsized, "wait")

@@ -323,6 +323,7 @@ def test_only_the_findings_shape_is_excused():
     assert judges.cycle_request(gen([None]), 64, False, matches) == []
     # No token received, but usage says the engine generated some: not a cut before the first token.
     counted = gen([None], usage=12)
-    assert judges.cycle_request(counted, 64, False, matches)[0].startswith("request ended with no finish_reason")
+    problems = judges.cycle_request(counted, 64, False, matches)
+    assert problems[0].startswith("request ended with no finish_reason")
     raised = gen([None], error=RuntimeError("reset"))
     assert judges.cycle_request(raised, 64, False, matches)[0].startswith("request failed")

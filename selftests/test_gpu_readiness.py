@@ -152,7 +152,7 @@ def test_gpu_count_on_cuda_reports_a_failing_nvml(monkeypatch, tmp_path):
 
     monkeypatch.syspath_prepend(str(FAKE_NVML))
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    with pytest.raises(HarnessError, match="cannot count GPUs through NVML.*Driver Not Loaded"):
+    with pytest.raises(HarnessError, match=r"cannot count GPUs through NVML.*Driver Not Loaded"):
         gpu_count("cuda")  # the fake without device state fails nvmlInit as NVML does
     state = tmp_path / "nvml.json"
     state.write_text("{}")
@@ -164,6 +164,6 @@ def test_gpu_count_on_cuda_reports_a_failing_nvml(monkeypatch, tmp_path):
         raise pynvml.NVMLError("Unknown Error")
 
     monkeypatch.setattr(pynvml, "nvmlDeviceGetCount", broken)
-    with pytest.raises(HarnessError, match="NVML failed to count GPUs.*Unknown Error"):
+    with pytest.raises(HarnessError, match=r"NVML failed to count GPUs.*Unknown Error"):
         gpu_count("cuda")
     assert gpu_count("xpu") == 0

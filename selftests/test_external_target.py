@@ -85,3 +85,17 @@ def test_the_loopback_check_sees_a_wildcard_listener():
             sock.bind((host, 0))
             sock.listen()
             assert module.listening_addresses(sock.getsockname()[1]) == [expected]
+
+
+def test_triton_is_read_from_the_target_never_assumed(fake_manager):
+    # Issue 22, hole 5: an external target was taken to have no Triton, so MRV2 was skipped on a
+    # constant. Unknown now skips nothing; a server running MRV2 has Triton.
+    from fixtures.launching.external import _triton
+    from fixtures.launching.target import variant_skip_reason
+
+    v1 = probe_external(fake_manager.acquire(fake_config()).url, MRV1).target
+    assert v1.has_triton is None
+    assert variant_skip_reason(MRV2, v1) is None
+    assert variant_skip_reason(MRV2, dataclasses.replace(v1, has_triton=False)) is not None
+    assert _triton({"system_env": {"has_triton": "False"}}, None) is False
+    assert _triton({}, True) is True

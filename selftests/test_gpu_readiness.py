@@ -132,3 +132,38 @@ def test_device_utilization_is_read_through_nvml_and_judged_per_device(tmp_path,
 
     with pytest.raises(pynvml.NVMLError, match="Invalid Argument"):
         device.busy_percent(["1"], 0.1)  # the stand-in has one device: NVML refuses another
+
+
+# -- a CUDA target without NVML is a harness error, not "0 GPUs" (issue 22, hole 6) ----------
+
+def test_gpu_count_on_cuda_needs_nvml(monkeypatch):
+    from fixtures.errors import HarnessError
+    from fixtures.launching.environments import gpu_count
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    with pytest.raises(HarnessError, match="platform 'cuda': cannot count GPUs through NVML"):
+        gpu_count("cuda")
+    assert gpu_count("cpu") == 0  # NVML sees nothing of a CPU target: 0 is the truth there
+
+
+def test_gpu_count_on_cuda_reports_a_failing_nvml(monkeypatch, tmp_path):
+    from fixtures.errors import HarnessError
+    from fixtures.launching.environments import gpu_count
+
+    monkeypatch.syspath_prepend(str(FAKE_NVML))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    with pytest.raises(HarnessError, match=r"cannot count GPUs through NVML.*Driver Not Loaded"):
+        gpu_count("cuda")  # the fake without device state fails nvmlInit as NVML does
+    state = tmp_path / "nvml.json"
+    state.write_text("{}")
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state))
+    assert gpu_count("cuda") == 1  # the fake's one device
+    import pynvml
+
+    def broken() -> int:
+        raise pynvml.NVMLError("Unknown Error")
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCount", broken)
+    with pytest.raises(HarnessError, match=r"NVML failed to count GPUs.*Unknown Error"):
+        gpu_count("cuda")
+    assert gpu_count("xpu") == 0

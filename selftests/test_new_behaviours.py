@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from fixtures.judging import judges
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
 
@@ -44,19 +45,21 @@ def gen(reasons: list[str | None], tokens: int | None, ids: tuple[int, ...] = ()
 # -- misuse/release-kv-out-of-order ---------------------------------------------------------
 
 def test_release_refusal_names_the_missing_precondition():
-    out_of_order = load("misuse/test_release_kv_out_of_order.py")
-    judge = out_of_order.refusal_problems
+    judge = judges.release_refused
     refused = reply(500, {"error": {"message": "Call to release_kv_cache_memory method failed: "
                                     "release_kv_cache_memory() requires a completed pause first",
                                     "type": "InternalServerError", "param": None, "code": 500}})
-    assert judge(refused, "completed pause") == []
+    # A 500 that names the precondition is refused, but blamed on the server (issue 22, hole 9):
+    # a failure message of its own, which a finding can record.
+    blamed = judge(refused, "completed pause")
+    assert blamed and blamed[0].startswith("refused with 500 (a server error) naming 'completed pause'")
     assert judge(reply(400, {"error": "requires all executor memory to be resident"}), "resident") == []
     accepted = judge(reply(200, {"status": "kv_cache_released"}), "completed pause")
     assert accepted and accepted[0].startswith("expected a refusal naming 'completed pause'")
     # An engine without the precondition check fails later, in the discard, for another reason.
     wrong = judge(reply(500, {"error": {"message": "Selective discard is not supported on CPU."}}),
                   "completed pause")
-    assert wrong and wrong[0].startswith("refused, but the error does not name 'completed pause'")
+    assert wrong and wrong[0].startswith("answered 500 (a server error) without naming 'completed pause'")
 
 
 # -- flags/release-kv-cache -------------------------------------------------------------------

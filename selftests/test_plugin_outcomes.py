@@ -94,3 +94,46 @@ def test_behaviour_selection_by_id_prefix_and_layer():
     assert not collection.selected_ids(catalog, ("custody/",), "mechanism")
     with pytest.raises(pytest.UsageError, match="'custody' names no catalogued behaviour"):
         collection.selected_ids(catalog, ("custody",), None)
+
+
+# -- a run that judged nothing is no pass (issue 22, hole 5) --------------------------------
+
+def _run_record(outcome: str, variant: str = "MRV1-eager", topology: str = "single",
+                message: str = "") -> dict:
+    return {"nodeid": f"t[{variant}-{topology}-{outcome}]", "behaviour": "area/x", "variant": variant,
+            "topology": topology, "outcome": outcome, "message": message}
+
+
+def test_nothing_passed_is_not_a_pass():
+    records = [_run_record("skip", message="no GPU")] * 3
+    gaps = results.incomplete(records)
+    line = results.verdict_line(results.counts(records), None, gaps)
+    assert line.startswith("CONFORMANCE INCOMPLETE -- 0 passed") and "no gating test instance passed" in line
+    assert not results.verdict_line(results.counts(records), None, gaps).startswith("CONFORMANCE PASS")
+
+
+def test_a_selected_variant_or_topology_that_never_ran_is_named_with_why():
+    triton = "MRV2-eager: Model Runner V2 needs Triton"
+    records = [_run_record("pass"), _run_record("finding"),
+               _run_record("skip", "MRV2-eager", message=triton),
+               _run_record("skip", "MRV2-eager", "dp2", message=triton),
+               _run_record("skip", "MRV1-eager", "dp2", message="needs 2 GPUs"),
+               _run_record("skip", "MRV1-eager", "dp2", message="needs 2 GPUs")]
+    gaps = results.incomplete(records, ["MRV1-eager", "MRV2-eager", "MRV2-graph"], ["single", "dp2"])
+    assert gaps == [f"variant MRV2-eager never ran (2 instances skipped: {triton})",
+                    "topology dp2 never ran (3 instances skipped: needs 2 GPUs)"]  # MRV2-graph: deselected
+    line = results.verdict_line(results.counts(records), None, gaps)
+    assert line.startswith("CONFORMANCE INCOMPLETE -- 1 passed") and "not judged: variant MRV2-eager" in line
+    # A failure stays a failure; a complete run stays a pass.
+    failed = results.verdict_line(results.counts([*records, _run_record("fail")]), None, gaps)
+    assert failed.startswith("CONFORMANCE FAIL")
+    ran = records[:2]
+    assert results.incomplete(ran, ["MRV1-eager"], ["single"]) == []
+    assert results.verdict_line(results.counts(ran)).startswith("CONFORMANCE PASS -- 1 passed")
+
+
+def test_merged_workers_say_incomplete_too():
+    doc = {"catalog_sha256": "x", "variants": ["MRV1-eager", "MRV2-eager"], "topologies": ["single"],
+           "results": [_run_record("pass"), _run_record("skip", "MRV2-eager", message="no Triton")]}
+    merged = results.merge_runs({"gw0": doc})
+    assert merged["verdict"].startswith("CONFORMANCE INCOMPLETE") and merged["incomplete"]

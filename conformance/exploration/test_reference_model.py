@@ -260,7 +260,8 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
     )
     try:
         instance = Instance(profile=engine.profile, variant=engine.variant.name, transport="http",
-                            release=run_state.target.vllm_version if run_state.target else None)
+                            release=run_state.target.vllm_version if run_state.target else None,
+                            platform=run_state.target.platform if run_state.target else None)
 
         def in_scope(behaviour: str) -> bool:
             return finding_reached(run_state.expectations, behaviour, instance)

@@ -7,7 +7,6 @@ import pytest
 from fixtures.errors import HarnessError
 from fixtures.judging import judges
 from fixtures.judging.expect import reply_is, state_is
-from fixtures.observing.client import Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.spec.profiles import PROFILES
 
@@ -17,27 +16,6 @@ TOKENS = 24
 # The precondition each refusal must name (vLLM 0.32/0.33 EngineCore.release_kv_cache_memory:
 # "requires a completed pause first" / "requires all executor memory to be resident").
 NEEDS = {"awake": "completed pause", "asleep": "resident"}
-
-
-def error_text(reply: Reply) -> str:
-    """The error message of an ErrorResponse or ad-hoc {"error": str} body, else the whole body."""
-    body = reply.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            return str(error.get("message", error))
-        if error is not None:
-            return str(error)
-    return str(body)
-
-
-def refusal_problems(reply: Reply, needs: str) -> list[str]:
-    """Refused (any 4xx or 5xx; 0.32 answers 500) with an error that names what is missing."""
-    if reply.status < 400:
-        return [f"expected a refusal naming {needs!r}; observed {reply.describe()}"]
-    if needs not in error_text(reply):
-        return [f"refused, but the error does not name {needs!r}; observed {reply.describe()}"]
-    return []
 
 
 @pytest.mark.behaviour("misuse/release-kv-out-of-order")
@@ -53,7 +31,7 @@ def test_release_kv_out_of_order(engine, state):
         reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
         expected = StateView(is_sleeping=True, is_paused=True, gauge=SLEEP_GAUGE[1])
 
-    problems = refusal_problems(engine.control.release_kv_cache_memory(), NEEDS[state])
+    problems = judges.release_refused(engine.control.release_kv_cache_memory(), NEEDS[state])
     assert not problems, f"/release_kv_cache_memory while {state}: " + "; ".join(problems)
     state_is(engine, expected, f"after the refused release while {state}")
     if state == "asleep":

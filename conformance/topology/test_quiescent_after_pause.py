@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from fixtures.errors import HarnessError
+from fixtures.judging import judges
 from fixtures.judging import topology_judges as tj
 from fixtures.judging.expect import reply_is
 from fixtures.observing import device
@@ -66,6 +67,8 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
     assert gen.done.wait(e.request_timeout), (
         f"the request running at /pause?mode={mode} did not end within {e.request_timeout:.0f} s "
         f"of /resume: {gen.summary()}")
+    ended = judges.ended_as_paused(gen, mode)  # the engine's behaviour: a failure
+    assert not ended, f"the request running at /pause?mode={mode}: " + "; ".join(ended)
 
     paused = e.control.pause(mode=mode)
     reply_is(paused, 200, {"status": "paused"})

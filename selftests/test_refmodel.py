@@ -183,7 +183,9 @@ def test_gauge_finding_excuses_no_awake_gauge_outside_a_partial_wake():
     """The finding is the gauge after a partial wake. An awake gauge right after a full sleep
     (the fault gauge-not-updated), after a scheduling-only wake (both tags asleep) or after a
     /resume beside the partial wake is a discrepancy, finding in scope or not."""
-    everywhere = (lambda b: True)
+    def everywhere(behaviour: str) -> bool:
+        return True
+
     slept = final(run(State(), lambda s: model.sleep(s, 1, None)))
     scheduling = final(run(slept, lambda s: model.wake_up(s, ("scheduling",))))
     resumed = final(run(slept, model.resume, lambda s: model.wake_up(s, ("weights",))))

@@ -113,10 +113,13 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         "/sleep?level=1&mode=wait: " + "; ".join(judges.completed(gen("abort", 3), 8))],
     ("wait-skips-drain", "custody/drain-before-offload"): [
         "first: " + "; ".join(judges.completed(gen("abort", 3), 8))],
-    **{("sleep-flag-stale", b): [state_is("after /sleep?level=1", asleep(1),
-                                          StateView(False, True, SLEEP_GAUGE[1]))]
-       for b in ("flags/sleep-level", "flags/partial-wake", "flags/scheduling-tag",
-                 "misuse/sleep-while-asleep")},
+    # /is_sleeping false while a memory tag sleeps, at each test's first check of the flags.
+    **{("sleep-flag-stale", b): [state_is(context, asleep(level), StateView(False, True, SLEEP_GAUGE[level]))
+                                 for level in (1, 2)]
+       for b, context in (("flags/sleep-level", "after /sleep?level=1"),
+                          ("flags/partial-wake", "after waking only weights"),
+                          ("flags/scheduling-tag", "after tags=scheduling from level 1"),
+                          ("misuse/sleep-while-asleep", "after the second sleep"))},
     ("gauge-not-updated", "flags/sleep-level"): [
         state_is(f"after /sleep?level={level}", asleep(level), PAUSED) for level in (0, 1, 2)],
     ("gauge-not-updated", "flags/partial-wake"): [

@@ -79,21 +79,54 @@ def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
 
 
 # Symptoms: what a failure message says when the fault, not something else, broke the test.
-PARTIAL_WAKE_RESUMED = (r"after waking only weights: expected .*observed .*False"
+# Each is read off the wording its test or judge gives that fault's effect and no other failure
+# of the behaviour (selftests/test_symptoms.py builds both from the judges).
+# The weights-only wake resumed the scheduler: /is_paused (is_paused()) reads false
+# (expect.state_is over HTTP, offline.flags_are and wake_up()'s return through the Python API).
+PARTIAL_WAKE_RESUMED = (r"after waking only weights: expected [^;]*is_paused=True[^;]*; "
+                        r"observed [^;]*is_paused=False"
+                        r"|after waking only weights: expected [^;]* True; observed \{[^}]*'is_paused': False"
                         r"|wake_up\(\) returned True .*; expected False")
-RAN_WHILE_HELD = (r"(ran|running|started|answered|streamed|tokens arrived|produced) "
+# A request ended at once with no token: finish reason 'abort' (or none, on a stream), no error
+# (Generation.summary() of what the client saw).
+_ENDED_WITHOUT_A_TOKEN = (r"; observed finish_reasons=\{(0: (None|'abort'))?\} completion_tokens=(None|0) "
+                          r"chunks=[01]( first_chunk_after=[0-9.]+s)? took=[0-9.]+s error=None")
+# The held request ran (expect.hold_problems, the offline gating test); one that ended at once
+# with no token was dropped, not run (late-arrival-dropped).
+RAN_WHILE_HELD = (rf"^(?!.*{_ENDED_WITHOUT_A_TOKEN})"
+                  r".*(ran|running|started|answered|streamed|tokens arrived|produced) "
                   r".*(held|only weights was awake)")
 ABORTED_INSTEAD_OF_FINISHED = r"finish reasons \['abort'\], expected all 'length'"
-# The late request ends at once (a stream with no finish reason, or 'abort') instead of waiting.
-ABORTED_INSTEAD_OF_HELD = r"answered while it should be held|'abort'|aborted"
+# The late request ends at once, with no token, instead of waiting (expect.held's messages).
+ABORTED_INSTEAD_OF_HELD = (r"the request was (answered while it should be held \((before it was seen "
+                           r"counted by /load|[0-9.]+ s into the [0-9.]+ s hold window)\)"
+                           r"|never accepted \(/load stayed 0\))"
+                           rf".*{_ENDED_WITHOUT_A_TOKEN}")
 SLEEPING_FLAG_FALSE = (r"expected is_sleeping=True .*; observed is_sleeping=False"
                        r"|expected is_sleeping True; observed \{[^}]*'is_sleeping': False")
-GAUGE_STAYED_AWAKE = r"gauge.*\(1\.0, 0\.0, 0\.0\)"
+# Only the gauge differs (the flags as expected) and it reads awake where a sleep's was due
+# (expect.state_is); the drain test reads it once more after the sleep answered.
+GAUGE_STAYED_AWAKE = (r"expected is_sleeping=(True|False) is_paused=(True|False) "
+                      r"gauge=\(0\.0, [01]\.0, [01]\.0\); "
+                      r"observed is_sleeping=\1 is_paused=\2 gauge=\(1\.0, 0\.0, 0\.0\)")
+GAUGE_AWAKE_AFTER_SLEEP = (r"gauge after the sleep: expected \(0\.0, [01]\.0, [01]\.0\); "
+                           r"observed \(1\.0, 0\.0, 0\.0\)")
 OUTPUT_CHANGED = r"token ids differ from the golden run"
-LOGPROBS_DRIFTED = r"logprob"
-RSS_GREW = r"(?i)rss"
+
+
+def _beyond(behaviour: str, names: str) -> str:
+    """A thresholded measurement beyond its limit (thresholds.Measurement.describe)."""
+    number = r"([-+0-9.e]+|[-+]?(nan|inf))"  # Python's :g, a NaN drift included
+    return (rf"{behaviour} ({names}): observed {number} [^,;]*, limit [<>]=? {number} "
+            r"\(beyond by ")
+
+
+LOGPROBS_DRIFTED = _beyond("mechanism/logprob-drift", "max_abs_logprob_diff")
+RSS_GREW = _beyond("mechanism/host-rss-stable", "growth_per_cycle|total_growth")
 SECOND_SLEEP_500 = r"expected 200 .*; observed POST /sleep\?level=[12] -> 500 "
-DELTAS_LOST = r"delta"
+# The delta outputs concatenate to fewer ids than the reference (delivery.delivered_once).
+DELTAS_LOST = (r"concatenated deltas: [0-9]+ ids, expected [0-9]+; first difference at position "
+               r"[0-9]+ \([0-9]+ tokens lost in delivery\)")
 # A rank the wake skipped: the consensus queries disagree, or its requests never finish.
 # A resume is a barrier over every rank in DP: the rank the wake reached then waits forever.
 RANK_LEFT_ASLEEP = (r"the engines gave no common answer: GET /is_sleeping -> 500"
@@ -175,7 +208,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         symptoms=(
             ("flags/sleep-level", GAUGE_STAYED_AWAKE),
             ("flags/partial-wake", GAUGE_STAYED_AWAKE),
-            ("custody/drain-before-offload", GAUGE_STAYED_AWAKE),
+            ("custody/drain-before-offload", GAUGE_AWAKE_AFTER_SLEEP),
         ),
     ),
     Fault(

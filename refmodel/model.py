@@ -14,7 +14,7 @@ reported as that finding, not as a failure.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from fixtures.spec.profiles import PROFILES
@@ -182,8 +182,10 @@ class Finding:
         if what == RAN_WHILE_HELD:
             # Stock 0.32/0.33 run requests once the scheduler is unpaused, asleep or not.
             return not state.paused and bool(state.asleep)
-        # 0.27-0.30: a partial wake sets the gauge awake while the other tag still sleeps.
-        return bool(state.asleep) and state.gauge != AWAKE
+        # 0.27-0.30: a partial wake (some, not all, memory tags woken) sets the gauge awake
+        # while the other tag still sleeps, the engine still paused. A full sleep with no wake
+        # since, or a /resume between, is not what was seen: there an awake gauge is a bug.
+        return state.paused and 0 < len(state.asleep) < len(TAGS) and state.gauge != AWAKE
 
 
 FINDINGS = (
@@ -211,6 +213,38 @@ def judge_observation(state: State, observed: Observation,
         if finding is not None:
             return [], finding.behaviour
     return [f"expected {expected}; observed {observed}"], None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A request the model holds that the engine answered anyway, as the client saw it."""
+
+    number: int
+    completion_problems: tuple[str, ...]  # what judges.completed found; none: ran to full length
+    summary: str
+
+
+def judge_ran_while_held(state: State, ended: Sequence[Ended],
+                         in_scope: Callable[[str], bool]) -> tuple[list[str], str | None, State]:
+    """(problems, the finding that explains them, the state after) for held requests the engine
+    answered. Excused only where it is exactly a finding's observation, recorded for this run
+    (in_scope): the request ran to completion with its full length while the engine was asleep
+    and unpaused. An error, a cut or an abort beside it is a discrepancy. An excused request
+    leaves the held set; the rest stay held and are judged as the model goes on."""
+    if not ended:
+        return [], None, state
+    finding = next((f for f in FINDINGS if f.explains(state, RAN_WHILE_HELD) and in_scope(f.behaviour)),
+                   None)
+    problems = []
+    excused: list[int] = []
+    for request in ended:
+        if finding is not None and not request.completion_problems:
+            excused.append(request.number)
+            continue
+        why = "; ".join(request.completion_problems) if finding is not None else request.summary
+        problems.append(f"request {request.number} answered while the model holds it: {why}")
+    after = replace(state, held=tuple(n for n in state.held if n not in excused))
+    return problems, finding.behaviour if excused and finding is not None else None, after
 
 
 @dataclass

@@ -177,3 +177,87 @@ def test_gauge_finding_excuses_exactly_the_awake_gauge_of_a_partial_wake():
     assert not model.FINDINGS[1].explains(model.replace(state, profile="layered"),
                                           model.GAUGE_AWAKE_WHILE_ASLEEP)
     assert model.judge_observation(state, model.replace(stale, gauge=None), everywhere)[1] is None
+
+
+def test_gauge_finding_excuses_no_awake_gauge_outside_a_partial_wake():
+    """The finding is the gauge after a partial wake. An awake gauge right after a full sleep
+    (the fault gauge-not-updated), after a scheduling-only wake (both tags asleep) or after a
+    /resume beside the partial wake is a discrepancy, finding in scope or not."""
+    def everywhere(behaviour: str) -> bool:
+        return True
+
+    slept = final(run(State(), lambda s: model.sleep(s, 1, None)))
+    scheduling = final(run(slept, lambda s: model.wake_up(s, ("scheduling",))))
+    resumed = final(run(slept, model.resume, lambda s: model.wake_up(s, ("weights",))))
+    assert resumed.asleep == frozenset({"kv_cache"}) and not resumed.paused
+    for state in (slept, final(run(State(), lambda s: model.sleep(s, 2, "keep"))), scheduling,
+                  resumed):
+        stale = model.replace(state.observation(), gauge=AWAKE)
+        problems, finding = model.judge_observation(state, stale, everywhere)
+        assert finding is None and problems, state
+        assert not model.FINDINGS[1].explains(state, model.GAUGE_AWAKE_WHILE_ASLEEP), state
+    # Either tag woken first is a partial wake.
+    for tag in TAGS:
+        half = final(run(slept, lambda s, t=tag: model.wake_up(s, (t,))))
+        stale = model.replace(half.observation(), gauge=AWAKE)
+        assert model.judge_observation(half, stale, everywhere) == ([], "flags/partial-wake")
+
+
+def _ended(number: int, gen) -> model.Ended:
+    from fixtures.judging import judges
+
+    return model.Ended(number, tuple(judges.completed(gen, 8)), gen.summary())
+
+
+def _gen(**fields):
+    from fixtures.observing.client import Generation
+
+    return Generation(stream=False, max_tokens=8, **fields)
+
+
+def _asleep_unpaused_holding(*numbers: int) -> State:
+    """0.32 stock: /sleep?level=1, /resume, then requests arrive (the model holds them)."""
+    steps = [lambda s: model.sleep(s, 1, None), model.resume]
+    steps += [lambda s, n=n: model.arrive(s, n) for n in numbers]
+    return final(run(State(), *steps))
+
+
+def test_ran_while_held_finding_excuses_only_a_request_run_to_its_full_length():
+    """safety/no-request-while-asleep: on 0.32 a request sent after /resume runs while asleep
+    and completes. Only that is the finding; the request leaves the held set, the rest stay."""
+    state = _asleep_unpaused_holding(1, 2)
+    full = _ended(1, _gen(finish_reasons={0: "length"}, completion_tokens=8))
+    problems, finding, after = model.judge_ran_while_held(state, [full], lambda b: True)
+    assert (problems, finding) == ([], "safety/no-request-while-asleep")
+    assert after.held == (2,) and after.asleep == TAGS and not after.paused
+    # Out of the finding's scope (another release or platform): the same run is a discrepancy.
+    problems, finding, after = model.judge_ran_while_held(state, [full], lambda b: False)
+    assert finding is None and problems == [f"request 1 answered while the model holds it: "
+                                            f"{full.summary}"]
+    assert after.held == (1, 2)
+
+
+@pytest.mark.parametrize("how", [
+    {"error": RuntimeError("connection reset")},  # errored
+    {"finish_reasons": {0: "length"}, "completion_tokens": 3},  # cut short
+    {"finish_reasons": {0: "abort"}, "completion_tokens": 2},  # aborted
+    {"finish_reasons": {0: None}, "completion_tokens": None},  # ended with no finish reason
+])
+def test_ran_while_held_finding_does_not_excuse_an_error_a_cut_or_an_abort(how):
+    state = _asleep_unpaused_holding(1, 2)
+    full = _ended(2, _gen(finish_reasons={0: "length"}, completion_tokens=8))
+    broken = _ended(1, _gen(**how))
+    problems, finding, after = model.judge_ran_while_held(state, [broken, full], lambda b: True)
+    assert len(problems) == 1 and problems[0].startswith("request 1 answered while the model holds")
+    assert "observed finish_reasons=" in problems[0]
+    assert finding == "safety/no-request-while-asleep" and after.held == (1,)
+
+
+def test_ran_while_held_is_never_excused_while_paused_or_awake_memory():
+    full = _ended(1, _gen(finish_reasons={0: "length"}, completion_tokens=8))
+    paused = final(run(State(), lambda s: model.pause(s, "keep"), lambda s: model.arrive(s, 1)))
+    asleep = final(run(State(), lambda s: model.sleep(s, 1, "keep"), lambda s: model.arrive(s, 1)))
+    for state in (paused, asleep, model.replace(_asleep_unpaused_holding(1), profile="layered")):
+        problems, finding, after = model.judge_ran_while_held(state, [full], lambda b: True)
+        assert problems and finding is None and after.held == (1,), state
+    assert model.judge_ran_while_held(paused, [], lambda b: True) == ([], None, paused)

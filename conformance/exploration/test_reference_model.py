@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -139,17 +138,17 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             after = prediction.state
             if after.held and wait_until(
                     lambda: any(self.requests[n].done.is_set() for n in after.held), HOLD_GRACE_S):
-                ran = [n for n in after.held if self.requests[n].done.is_set()]
-                # Only a finding recorded for this profile, release and variant explains it.
-                finding = next((f for f in model.FINDINGS if f.explains(after, model.RAN_WHILE_HELD)
-                                and in_scope(f.behaviour)), None)
-                if finding is None:
-                    problems.append(f"requests {ran} answered while the model holds them: "
-                                    + "; ".join(self.requests[n].summary() for n in ran))
-                else:
-                    findings.append(f"{finding.behaviour}: after '{label}' requests {ran} ran "
+                ended = [model.Ended(n, tuple(judges.completed(self.requests[n], MAX_TOKENS)),
+                                     self.requests[n].summary())
+                         for n in after.held if self.requests[n].done.is_set()]
+                # Only a finding recorded for this profile, release and platform explains it, and
+                # only for a request that ran to its full length; the others stay held.
+                ran_problems, finding, after = model.judge_ran_while_held(after, ended, in_scope)
+                problems += ran_problems
+                if finding is not None:
+                    ran = [e.number for e in ended if e.number not in after.held]
+                    findings.append(f"{finding}: after '{label}' requests {ran} ran "
                                     f"(asleep {sorted(after.asleep)}, unpaused)")
-                    after = replace(after, held=tuple(n for n in after.held if n not in ran))
             observed, disagreements = _observe(engine, len(after.held), engines)
             differences, explained = model.judge_observation(after, observed, in_scope)
             if explained is not None:

@@ -1,0 +1,293 @@
+"""Each fault's symptom, per behaviour it breaks, against the failure messages of that behaviour.
+
+A symptom is what the detection judge (faults/detection.py) takes as proof that the fault, not
+something else, failed the test. So it must match the message the fault's effect produces and
+none of the other failures the behaviour's test can report. The messages are built with the
+pure judges on hand-made observations the fault produces; where a test writes the message
+itself, its template is quoted here (the test file named beside it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pytest
+
+from faults.registry import FAULTS
+from fixtures.judging import delivery, judges
+from fixtures.judging import topology_judges as tj
+from fixtures.judging import weight_judges as wj
+from fixtures.judging.expect import HoldSample, hold_problems
+from fixtures.observing.client import Generation
+from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
+from thresholds import judges as measured
+from thresholds import load_limits
+
+LIMITS = load_limits()
+AWAKE = StateView(False, False, AWAKE_GAUGE)
+PAUSED = StateView(True, True, AWAKE_GAUGE)
+
+
+def asleep(level: int) -> StateView:
+    return StateView(True, True, SLEEP_GAUGE[level])
+
+
+def gen(finish: str | None = "length", tokens: int | None = 8, chunks: int = 0,
+        error: BaseException | None = None, ended: bool = True) -> Generation:
+    """What the client saw of one request."""
+    seen = Generation(stream=chunks > 0, max_tokens=8, completion_tokens=tokens, error=error,
+                      finish_reasons={} if finish is None else {0: finish})
+    seen.chunks = [(0.05 * (i + 1), "x") for i in range(chunks)]
+    if ended:
+        seen.ended = 0.3
+    return seen
+
+
+def state_is(context: str, expected: StateView, seen: StateView) -> str:
+    """fixtures/judging/expect.py:state_is."""
+    return f"{context}: expected {expected.describe()}; observed {seen.describe()}"
+
+
+def reply_is(want: str, observed: str) -> str:
+    """fixtures/judging/expect.py:reply_is (want: status and body; observed: Reply.describe())."""
+    return f"expected {want}; observed {observed}"
+
+
+def held_answered_at_once(context: str, seen: Generation) -> str:
+    """fixtures/judging/expect.py:held, answered before /load counted it."""
+    return (f"{context}: the request was answered while it should be held (before it was seen "
+            f"counted by /load); observed {seen.summary()}")
+
+
+def held_never_accepted(context: str, seen: Generation) -> str:
+    """fixtures/judging/expect.py:held, /load never counted it."""
+    return f"{context}: the request was never accepted (/load stayed 0); observed {seen.summary()}"
+
+
+def held_during_window(context: str, samples: Sequence[HoldSample], seen: Generation) -> str:
+    """fixtures/judging/expect.py:held, something showed during the hold window."""
+    return (f"{context}: " + "; ".join(hold_problems(samples, 3.0))
+            + f" (window sized for 32 tokens at 40 tokens/s); observed {seen.summary()}")
+
+
+def beyond(measurements: Sequence[object]) -> str:
+    """fixtures/plugin/engines.py:measure: the measurements beyond their limits."""
+    return "; ".join(m.describe() for m in measurements if not m.ok)  # type: ignore[attr-defined]
+
+
+def deltas(outputs: list[list[int]], reference: list[int], last_reason: str = "length") -> str:
+    """conformance/custody/test_drain_delivers_once.py over delivery.delivered_once."""
+    history = [{"token_ids": ids, "finished": i == len(outputs) - 1,
+                "finish_reason": last_reason if i == len(outputs) - 1 else None, "phase": "drain"}
+               for i, ids in enumerate(outputs)]
+    return "; ".join(delivery.delivered_once("delta", history, reference)) + "; observed 1 request"
+
+
+ABORTED_AT_ONCE = gen("abort", 0)
+STREAM_ENDED_BARE = gen(None, None)  # a stream aborted before its first token: no finish reason
+RAN_IN_FULL = gen("length", 32, chunks=32)
+RAN_SAMPLES = [HoldSample(0.0, False, 0, 1.0), HoldSample(0.4, False, 3, 1.0), HoldSample(0.8, True, 3, 0.0)]
+ANSWERED_SAMPLE = [HoldSample(0.2, True, 0, 0.0)]
+REF = list(range(16))
+
+# (fault, behaviour) -> every message that fault's effect can make the behaviour's test fail with.
+FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
+    ("partial-wake-resumes", "flags/partial-wake"): [
+        state_is("after waking only weights", asleep(1), StateView(True, False, SLEEP_GAUGE[1])),
+        # conformance/flags/test_sleep_flags_offline.py: offline.flags_are, offline.returned
+        "after waking only weights: expected is_sleeping, is_paused True; observed "
+        "{'is_sleeping': True, 'is_paused': False}",
+        "wake_up() returned True (0.01 s); expected False"],
+    ("partial-wake-resumes", "gating/partial-wake-holds-requests"): [
+        held_during_window("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
+        held_answered_at_once("only 'weights' awake", RAN_IN_FULL),
+        # conformance/gating/test_partial_wake_gating_offline.py
+        "the request started while only weights was awake (12 tokens processed, 3 outputs "
+        "delivered); observed held: 12 outputs"],
+    ("keep-aborts", "custody/pause-in-flight"): [
+        "/pause?mode=keep: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+    ("keep-aborts", "custody/sleep-in-flight"): [
+        "/sleep?level=1&mode=keep: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+    ("wait-skips-drain", "custody/sleep-in-flight"): [
+        "/sleep?level=1&mode=wait: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+    ("wait-skips-drain", "custody/drain-before-offload"): [
+        "first: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+    # /is_sleeping false while a memory tag sleeps, at each test's first check of the flags.
+    **{("sleep-flag-stale", b): [state_is(context, asleep(level), StateView(False, True, SLEEP_GAUGE[level]))
+                                 for level in (1, 2)]
+       for b, context in (("flags/sleep-level", "after /sleep?level=1"),
+                          ("flags/partial-wake", "after waking only weights"),
+                          ("flags/scheduling-tag", "after tags=scheduling from level 1"),
+                          ("misuse/sleep-while-asleep", "after the second sleep"))},
+    ("gauge-not-updated", "flags/sleep-level"): [
+        state_is(f"after /sleep?level={level}", asleep(level), PAUSED) for level in (0, 1, 2)],
+    ("gauge-not-updated", "flags/partial-wake"): [
+        state_is(f"after waking only {tag}", asleep(1), PAUSED) for tag in ("weights", "kv_cache")],
+    # conformance/custody/test_drain_before_offload.py, the gauge read after the sleep answered
+    ("gauge-not-updated", "custody/drain-before-offload"): [
+        f"gauge after the sleep: expected {SLEEP_GAUGE[level]}; observed {AWAKE_GAUGE}" for level in (1, 2)],
+    ("late-arrival-dropped", "custody/late-arrival"): [
+        held_answered_at_once("profile 0.32, /pause?mode=keep", ABORTED_AT_ONCE),
+        held_answered_at_once("profile 0.32, /pause?mode=abort", STREAM_ENDED_BARE),
+        held_answered_at_once("profile 0.32, /pause?mode=wait", gen(None, None, chunks=1)),
+        held_during_window("profile 0.32, /pause?mode=keep", ANSWERED_SAMPLE, ABORTED_AT_ONCE),
+        held_never_accepted("profile 0.32, /pause?mode=keep", ABORTED_AT_ONCE)],
+    ("late-arrival-dropped", "gating/partial-wake-holds-requests"): [
+        held_answered_at_once("only 'weights' awake", ABORTED_AT_ONCE),
+        held_during_window("only 'kv_cache' awake", ANSWERED_SAMPLE, STREAM_ENDED_BARE)],
+    # conformance/golden/test_golden_output.py
+    ("wake-perturbs-weights", "golden/after-wake"): [
+        "after a level-1 sleep and wake: token ids differ from the golden run at position 3"],
+    ("wake-perturbs-weights", "mechanism/logprob-drift"): [
+        beyond(measured.logprob_drift([-1.0, -2.0], [-1.3, -2.0], LIMITS)),
+        beyond(measured.logprob_drift([-1.0, -2.0], [float("nan"), -2.0], LIMITS))],
+    ("rss-leak-per-cycle", "mechanism/host-rss-stable"): [
+        beyond(measured.host_rss_stable([1000 + 64 * i for i in range(10)], LIMITS)),
+        beyond(measured.host_rss_stable([1000 + 12 * i for i in range(10)], LIMITS))],
+    ("double-sleep-500", "misuse/sleep-while-asleep"): [
+        reply_is("200 {'status': 'sleeping', 'level': 1}",
+                 "POST /sleep?level=1 -> 500 {'error': 'Call to sleep method failed'} (0.02 s)")],
+    # The caller read only the newest of the deltas buffered during the drain.
+    ("buffered-delta-dropped", "custody/drain-delivers-once"): [
+        deltas([REF[:2], REF[9:]], REF), deltas([REF[:4], REF[4:5], REF[12:]], REF)],
+    ("dp-wake-reaches-one-rank", "topology/every-rank-follows"): [
+        "after /wake_up: the engines gave no common answer: GET /is_sleeping -> 500 {'error': "
+        "'Engines returned different is_sleeping results'} (0.01 s); GET /is_paused -> 200 (0.01 s)",
+        "held request #1 did not finish within 15 s of the full wake"],
+    ("dp-wake-reaches-one-rank", "topology/kv-wake-then-resume"): [
+        "POST /wake_up got no answer within 15 s",
+        *tj.served_problems({"0": 0.0, "1": 0.0}, {"0": 8.0, "1": 0.0}, 8, "after the full wake")],
+    ("dp-coordinator-latch", "topology/drain-after-late-request"): tj.drain_problems(
+        [tj.DrainRound(1, None, 30.0, "TimeoutError: Timeout reached after 30 seconds", True, None,
+                       {}, 8, {})], 10.0, 30.0),
+    # conformance/topology/test_collective_rpc_paused.py
+    ("dp-stale-wave-wakes-paused", "topology/collective-rpc-while-paused"): [
+        "round 1: POST /collective_rpc got no answer within 15 s",
+        "round 2: the request sent while paused did not finish within 15 s"],
+    ("dp-pause-completes-before-consensus", "topology/quiescent-after-pause"): [
+        beyond(tj.quiescence({"EngineCore_DP0": 0.01}, {"EngineCore_DP0": 0.95},
+                             LIMITS["topology/quiescent-after-pause:busy_cores_above_idle"],
+                             "after /pause?mode=keep")),
+        beyond([LIMITS["topology/quiescent-after-pause:idle_pause_s"].judge(40.0)])],
+    ("frontend-stale-pause", "topology/admission-every-frontend"): tj.frontend_problems(
+        {101: True, 102: False}, True, "/is_paused", "POST /pause?mode=keep through pid 101"),
+    ("weights-sync-first-engine-only", "weights/sync-reaches-every-rank"): wj.serves_problems(
+        {"engine 0": [1, 2], "engine 1": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
+    ("weights-version-without-weights", "weights/sync-lands"): wj.serves_problems(
+        {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
+    ("weights-version-without-weights", "weights/rl-cycle"): wj.serves_problems(
+        {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]}, "cycle 1"),
+    ("weights-sync-drops-a-tensor", "weights/sync-lands"): wj.serves_problems(
+        {"the engine": [1, 9]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
+    ("weights-keep-pause-stale-kv", "weights/held-request-one-version"): wj.switch_problems(
+        [1, 2, 9, 9], [1, 2, 3, 4], {2: [5, 6], 1: [5, 6, 7]}),
+}
+
+# Per behaviour, failures its test can report that are NOT those faults' effects: another
+# step gone wrong, a hung request, another fault's effect.
+OTHER_MESSAGES: dict[str, list[str]] = {
+    "mechanism/host-rss-stable": [
+        "cycle 3, the request after the wake: " + "; ".join(judges.completed(gen("abort", 2), 16)),
+        reply_is("200 {'status': 'sleeping', 'level': 1}",
+                 "POST /sleep?level=1 -> 500 {'error': 'host RSS unreadable'} (0.02 s)"),
+        # the measurements within their limits never fail the test
+        "mechanism/host-rss-stable growth_per_cycle: observed 0.001 fraction of the first cycle's "
+        "RSS, limit <= 0.01 (within by 0.009)"],
+    "mechanism/logprob-drift": [
+        reply_is("200 {'status': 'awake'}", "POST /wake_up -> 500 {'error': 'logprobs'} (0.02 s)"),
+        "mechanism/logprob-drift max_abs_logprob_diff: observed 0.001 nats, limit <= 0.01 "
+        "(within by 0.009)"],
+    "custody/drain-delivers-once": [
+        deltas([REF[:8], REF[4:]], REF),  # a delta delivered twice is no loss
+        deltas([REF[:8], REF[8:]], REF, last_reason="abort"),
+        deltas([REF[:8], [99] * 8], REF),  # same length, other tokens: corrupted, not lost
+        "sleep(mode='wait') raised RuntimeError: delta collector closed (0.10 s); expected it to "
+        "return; observed 1 request"],
+    "custody/late-arrival": [
+        "held request after /resume: " + "; ".join(judges.completed(gen("abort", 5), 48)),
+        "held request did not finish after /resume",
+        held_during_window("profile 0.32, /pause?mode=keep", RAN_SAMPLES, RAN_IN_FULL),
+        held_answered_at_once("profile 0.32, /pause?mode=keep", gen("length", 48)),
+        held_answered_at_once("profile 0.32, /pause?mode=keep", gen(None, None,
+                                                                   error=RuntimeError("500"))),
+        held_never_accepted("profile 0.32, /pause?mode=keep", gen(None, None, ended=False)),
+        reply_is("200 {'status': 'paused'}", "POST /pause?mode=abort -> 500 {'error': 'aborted'} "
+                 "(0.01 s)")],
+    "gating/partial-wake-holds-requests": [
+        "held request after waking 'kv_cache': expected finish_reason 'length' with 32 tokens; "
+        f"observed {gen('abort', 4).summary()}",
+        "held request did not finish after full wake",
+        held_never_accepted("only 'weights' awake", gen(None, None, ended=False)),
+        reply_is("200 {'status': 'sleeping'}", "POST /wake_up?tags=weights -> 200 {'status': "
+                 "'awake'} (0.01 s)")],
+    "flags/sleep-level": [
+        state_is("after /sleep?level=1", asleep(1), AWAKE),  # the sleep did not happen at all
+        state_is("after /sleep?level=2", asleep(2), StateView(True, False, SLEEP_GAUGE[2])),
+        state_is("after /sleep?level=1", asleep(1), StateView(True, True, SLEEP_GAUGE[2])),
+        state_is("after /sleep?level=1", asleep(1), StateView(True, True, None))],
+    "flags/partial-wake": [
+        state_is("after waking kv_cache as well", AWAKE, asleep(1)),  # quotes the awake gauge
+        state_is("after waking kv_cache as well", AWAKE, StateView(False, False, SLEEP_GAUGE[1])),
+        state_is("after waking only weights", asleep(1), StateView(False, True, SLEEP_GAUGE[1])),
+        reply_is("200 {'status': 'sleeping', 'tags': ['weights']}",
+                 "POST /wake_up?tags=weights -> 200 {'status': 'awake'} (0.01 s)")],
+    "custody/drain-before-offload": [
+        *judges.gauge_awake_during_drain([judges.GaugeReading(1.0, 1.1, SLEEP_GAUGE[1])], 2.0,
+                                         AWAKE_GAUGE),
+        f"gauge after the sleep: expected {SLEEP_GAUGE[1]}; observed {SLEEP_GAUGE[2]}",
+        f"gauge after the sleep: expected {SLEEP_GAUGE[1]}; observed None",
+        "first: " + "; ".join(judges.completed(gen("abort", 3), 8)),
+        f"request queued during the drain ran before the wake: {gen('length', 48).summary()}"],
+}
+
+# The symptoms that once matched every message of their behaviour, and the one each fault's
+# tightened wording now has to tell apart from the rest.
+CROSS_CHECKED = {
+    ("rss-leak-per-cycle", "mechanism/host-rss-stable"),
+    ("wake-perturbs-weights", "mechanism/logprob-drift"),
+    ("buffered-delta-dropped", "custody/drain-delivers-once"),
+    ("late-arrival-dropped", "custody/late-arrival"),
+    ("late-arrival-dropped", "gating/partial-wake-holds-requests"),
+    ("partial-wake-resumes", "gating/partial-wake-holds-requests"),
+    ("partial-wake-resumes", "flags/partial-wake"),
+    ("gauge-not-updated", "flags/sleep-level"),
+    ("gauge-not-updated", "flags/partial-wake"),
+    ("gauge-not-updated", "custody/drain-before-offload"),
+}
+
+PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]
+
+
+def _found(pattern: str, message: str) -> bool:
+    return re.search(pattern, message, re.DOTALL) is not None  # as faults.detection.judge does
+
+
+def test_every_fault_behaviour_with_a_symptom_has_its_messages_here():
+    assert set(PAIRS) == set(FAULT_MESSAGES), set(PAIRS) ^ set(FAULT_MESSAGES)
+    assert set(PAIRS) >= CROSS_CHECKED and set(OTHER_MESSAGES) == {b for _, b in CROSS_CHECKED}
+
+
+@pytest.mark.parametrize(("fault", "behaviour"), PAIRS, ids=[f"{f}:{b}" for f, b in PAIRS])
+def test_the_symptom_matches_every_message_of_the_faults_effect(fault, behaviour):
+    symptom = FAULTS[fault].symptom(behaviour)
+    assert symptom is not None
+    messages = FAULT_MESSAGES[(fault, behaviour)]
+    assert messages and all(messages)
+    for message in messages:
+        assert _found(symptom, message), message
+
+
+@pytest.mark.parametrize(("fault", "behaviour"), sorted(CROSS_CHECKED),
+                         ids=[f"{f}:{b}" for f, b in sorted(CROSS_CHECKED)])
+def test_the_symptom_matches_no_other_failure_of_the_behaviour(fault, behaviour):
+    """Other failures: the ones listed, and every other fault's effect on the same behaviour
+    unless both faults name the same symptom."""
+    symptom = FAULTS[fault].symptom(behaviour)
+    assert symptom is not None
+    others = list(OTHER_MESSAGES[behaviour])
+    others += [m for (f, b), ms in FAULT_MESSAGES.items()
+               if b == behaviour and f != fault and FAULTS[f].symptom(b) != symptom for m in ms]
+    assert others
+    for message in others:
+        assert not _found(symptom, message), message

@@ -13,7 +13,8 @@ CASES = ["chunk-before-start", "finish-without-start", "start-twice"]
 
 
 @pytest.mark.behaviour("weights/session-rules")
-@pytest.mark.parametrize("case", CASES)
+# IDs of one word each (a finding's scope matches the dash-separated words of an instance ID).
+@pytest.mark.parametrize("case", CASES, ids=[c.replace("-", "_") for c in CASES])
 def test_session_rules(goldens, checkpoints, engine, weights, case):
     b = checkpoints["B"]
     reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})

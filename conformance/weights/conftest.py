@@ -100,6 +100,17 @@ def _restore(engine: Engine, client: WeightClient, checkpoints: dict[str, Checkp
         raise HarnessError("; ".join(problems))
 
 
+def _stop_unrestored(server: Any, exc: BaseException, run_state: RunState,
+                     request: pytest.FixtureRequest) -> None:
+    """A server left on other weights would corrupt every later test: stop it (the next test
+    gets a fresh one) and say so in this test's notes."""
+    manager = run_state.manager
+    if isinstance(manager, ServerManager) and manager.current is server:
+        manager.release()
+    run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
+        f"checkpoint A could not be restored ({str(exc)[:200]}); its server was stopped")
+
+
 def _weight_client(engine: Engine, engines: int, checkpoints: dict[str, Checkpoint],
                    goldens: dict[str, list[int]], run_state: RunState,
                    request: pytest.FixtureRequest) -> Iterator[WeightClient]:
@@ -113,12 +124,7 @@ def _weight_client(engine: Engine, engines: int, checkpoints: dict[str, Checkpoi
     try:
         _restore(engine, client, checkpoints, goldens, engines)
     except (AssertionError, HarnessError) as exc:
-        # A server left on other weights would corrupt every later test: replace it.
-        manager = run_state.manager
-        if isinstance(manager, ServerManager) and manager.current is engine.server:
-            manager.release()
-        run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
-            f"checkpoint A could not be restored ({str(exc)[:200]}); the server was stopped")
+        _stop_unrestored(engine.server, exc, run_state, request)
 
 
 @pytest.fixture
@@ -149,8 +155,4 @@ def offline_weights(offline: OfflineClient, checkpoints: dict[str, Checkpoint],
         offline.baseline()
         weights.push(checkpoints["A"], RESTORE_VERSION)
     except (AssertionError, HarnessError) as exc:
-        manager = run_state.manager
-        if isinstance(manager, ServerManager) and manager.current is offline.server:
-            manager.release()
-        run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
-            f"checkpoint A could not be restored ({str(exc)[:200]}); the engine host was stopped")
+        _stop_unrestored(offline.server, exc, run_state, request)

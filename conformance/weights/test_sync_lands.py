@@ -7,23 +7,22 @@ from fixtures.judging.expect import reply_is
 from fixtures.judging.expect import serves as assert_serves
 
 
+def sync(engine, weights, path: str, checkpoint) -> None:
+    """While paused: a whole session (its version the checkpoint's label), or a reload."""
+    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
+    if path == "session":
+        weights.push(checkpoint, checkpoint.label)
+    else:
+        reload = weights.reload_from(checkpoint)
+        assert reload.status == 200, (
+            f"collective_rpc reload_weights from {checkpoint.label} failed: {reload.describe()}")
+    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+
+
 @pytest.mark.behaviour("weights/sync-lands")
 @pytest.mark.parametrize("path", ["session", "reload-from-path"])
 def test_sync_lands(goldens, checkpoints, engine, weights, path):
-    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
-    if path == "session":
-        weights.push(checkpoints["B"], "B")
-    else:
-        reload = weights.reload_from(checkpoints["B"])
-        assert reload.status == 200, f"collective_rpc reload_weights from B failed: {reload.describe()}"
-    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    sync(engine, weights, path, checkpoints["B"])
     assert_serves(engine, 1, "B", goldens, f"after the {path} sync of B")
-
-    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
-    if path == "session":
-        weights.push(checkpoints["A"], "A")
-    else:
-        reload = weights.reload_from(checkpoints["A"])
-        assert reload.status == 200, f"collective_rpc reload_weights from A failed: {reload.describe()}"
-    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    sync(engine, weights, path, checkpoints["A"])
     assert_serves(engine, 1, "A", goldens, f"after the {path} sync of A back")

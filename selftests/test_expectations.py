@@ -279,6 +279,17 @@ WHOLE = {
         "sent with memory tags still asleep (is_sleeping=True is_paused=False gauge=(0.0, 1.0, 0.0)); "
         "observed finish_reasons={0: 'length'} completion_tokens=16 chunks=16 first_chunk_after=0.02s "
         "took=0.31s error=None"],
+    "misuse/release-kv-out-of-order": [  # as the clean-clone run of 2026-12-02 reported it
+        "/release_kv_cache_memory while awake: refused with 500 (a server error) naming 'completed "
+        "pause', expected a 4xx (the caller's error); observed POST /release_kv_cache_memory -> 500 "
+        "{'error': {'message': 'Call to release_kv_cache_memory method failed: release_kv_cache_memory() "
+        "requires a completed pause first', 'type': 'InternalServerError', 'param': None, 'code': 500}} "
+        "(0.01 s)",
+        "/release_kv_cache_memory while asleep: refused with 500 (a server error) naming 'resident', "
+        "expected a 4xx (the caller's error); observed POST /release_kv_cache_memory -> 500 {'error': "
+        "{'message': 'Call to release_kv_cache_memory method failed: release_kv_cache_memory() requires "
+        "all executor memory to be resident', 'type': 'InternalServerError', 'param': None, 'code': 500}} "
+        "(0.02 s)"],
     "weights/session-rules": [
         "chunk-before-start: /update_weights: refused with 500 (a server error), expected a 4xx "
         "(the caller's error)"],

@@ -344,16 +344,18 @@ def consensus_on_a_slow_cadence(original: Fn) -> Fn:
 DROPPED_TENSOR = "layers.1.mlp.down_proj.weight"
 
 
-def _loading_only(engine: Any, keep: Callable[[str], bool]) -> Callable[[], None]:
-    """Filter what the engine's model loads until the returned undo is called."""
-    model = engine.model
-    load = model.load_weights
-
-    def load_weights(weights: Any) -> Any:
-        return load([(name, tensor) for name, tensor in weights if keep(name)])
-
-    model.load_weights = load_weights
-    return lambda: model.__dict__.pop("load_weights", None)
+def _update_loading_only(original: Fn, keep: Callable[[str], bool]) -> Fn:
+    """update_weights, with the engine's model loading only the tensors `keep` admits."""
+    @functools.wraps(original)
+    def update_weights(self: Any, update_info: dict[str, Any]) -> None:
+        model = self.model
+        load = model.load_weights
+        model.load_weights = lambda weights: load([(n, t) for n, t in weights if keep(n)])
+        try:
+            return original(self, update_info)
+        finally:
+            model.__dict__.pop("load_weights", None)
+    return update_weights
 
 
 def update_reaches_first_engine(original: Fn) -> Fn:
@@ -367,27 +369,13 @@ def update_reaches_first_engine(original: Fn) -> Fn:
 
 
 def update_drops_every_chunk(original: Fn) -> Fn:
-    @functools.wraps(original)
-    def update_weights(self: Any, update_info: dict[str, Any]) -> None:
-        # The bug: every chunk is acknowledged and dropped; finish still commits the version.
-        undo = _loading_only(self, lambda name: False)
-        try:
-            return original(self, update_info)
-        finally:
-            undo()
-    return update_weights
+    # The bug: every chunk is acknowledged and dropped; finish still commits the version.
+    return _update_loading_only(original, lambda name: False)
 
 
 def update_drops_a_tensor(original: Fn) -> Fn:
-    @functools.wraps(original)
-    def update_weights(self: Any, update_info: dict[str, Any]) -> None:
-        # The bug: one tensor of the chunk is lost on the way; its layer keeps a stale part.
-        undo = _loading_only(self, lambda name: not name.endswith(DROPPED_TENSOR))
-        try:
-            return original(self, update_info)
-        finally:
-            undo()
-    return update_weights
+    # The bug: one tensor of the chunk is lost on the way; its layer keeps a stale part.
+    return _update_loading_only(original, lambda name: not name.endswith(DROPPED_TENSOR))
 
 
 def pause_keep_keeps_cache(original: Fn) -> Fn:

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from faults.detection import Row, cases, matrix_markdown
+from detection.lanes import Lanes, run_case
+from faults.detection import Row, cases, matrix_markdown, schedule
+from fixtures.launching.workers import available_cores
+from fixtures.spec.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +24,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="folder for the matrix and each case's run (default: reports/detection-<UTC time>)")
     group.addoption("--detection-variant", default="MRV1-eager",
                     help="the variant the faults are injected into (default: MRV1-eager)")
+    group.addoption("--detection-lanes", default=None,
+                    help="cases run side by side, one CPU core each (the DP cases run alone "
+                         "first); default: one per core this process may run on, 1 runs every "
+                         "case alone")
+
+
+def _lane_count(config: pytest.Config, cores: list[int]) -> int:
+    raw = config.getoption("--detection-lanes")
+    if raw is None:
+        return max(1, len(cores))
+    try:
+        lanes = int(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--detection-lanes: {raw!r} is not a whole number") from None
+    if not 1 <= lanes <= len(cores):
+        raise pytest.UsageError(f"--detection-lanes: {lanes} is not between 1 and the {len(cores)} "
+                                f"core(s) this process may run on (one per lane)")
+    return lanes
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +51,22 @@ def report_dir(pytestconfig: pytest.Config) -> Path:
     path = Path(chosen) if chosen else ROOT / "reports" / f"detection-{stamp}"
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
+
+
+@pytest.fixture(scope="session")
+def lanes(request: pytest.FixtureRequest, report_dir: Path) -> Iterator[Lanes]:
+    """Every selected case, started in the background at the first test; stopped at the end."""
+    config = request.config
+    cores = available_cores()
+    selected = [item.callspec.params["case"] for item in request.session.items
+                if hasattr(item, "callspec") and "case" in item.callspec.params]
+    plan = schedule(selected, load_catalog(), _lane_count(config, cores))
+    runner = Lanes(plan, cores, lambda case, slice_, keep: run_case(case, report_dir, slice_, keep))
+    runner.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
 
 
 @pytest.fixture(scope="session")

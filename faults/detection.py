@@ -14,6 +14,8 @@ from typing import Any
 
 from faults import registry
 from faults.registry import FAULTS
+from fixtures.launching.topologies import TOPOLOGIES
+from fixtures.spec.catalog import Catalog
 
 CAUGHT, MISSED, CLEAN, COLLATERAL, BROKEN = "caught", "missed", "clean", "collateral", "error"
 # A behaviour the fault must break failed, but not for the fault's symptom: no catch.
@@ -144,6 +146,40 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         symptoms={"custody/drain-before-offload": OFFLINE_DRAIN_CUT},
     ))
     return out
+
+
+def engines_needed(case: Case, catalog: Catalog) -> int:
+    """The most engines any server of the case's slice runs (dp2: two), so the most CPU cores
+    (one per engine) it needs to itself. A behaviour the catalog does not know counts as 1:
+    the child run reports it as outside the catalog."""
+    per_topology = {t.name: t.engines for t in TOPOLOGIES}
+    needed = [per_topology[t] for b in case.behaviours if b in catalog.behaviours
+              for t in catalog.behaviours[b].topologies]
+    return max(needed, default=1)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When each case runs: first, one at a time on every core, the cases a single core cannot
+    serve (a DP server wants a core per rank); then the rest, each on one core of its own,
+    `lanes` of them side by side, each lane taking the next case as it frees."""
+
+    alone: tuple[Case, ...]
+    side_by_side: tuple[Case, ...]
+    lanes: int
+
+
+def schedule(case_list: Iterable[Case], catalog: Catalog, lanes: int) -> Schedule:
+    """With one lane every case runs alone, in order; with more, the cases needing more than
+    one engine run alone first and the rest side by side, in their order."""
+    if lanes < 1:
+        raise ValueError(f"lanes must be at least 1, got {lanes}")
+    ordered = tuple(case_list)
+    if lanes == 1:
+        return Schedule(alone=ordered, side_by_side=(), lanes=1)
+    alone = tuple(c for c in ordered if engines_needed(c, catalog) > 1)
+    return Schedule(alone=alone, side_by_side=tuple(c for c in ordered if c not in alone),
+                    lanes=lanes)
 
 
 REPRODUCTION_MARK = "# reproduction"

@@ -378,6 +378,14 @@ def update_drops_a_tensor(original: Fn) -> Fn:
     return _update_loading_only(original, lambda name: not name.endswith(DROPPED_TENSOR))
 
 
+def pause_abort_keeps(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:
+        # The bug: abort behaves as keep, so the requests it should end are frozen and resumed.
+        return original(self, "keep" if mode == "abort" else mode, clear_cache)
+    return pause_scheduler
+
+
 def pause_keep_keeps_cache(original: Fn) -> Fn:
     @functools.wraps(original)
     def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:

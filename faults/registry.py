@@ -147,6 +147,10 @@ OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
 RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
 # A held request resumed on the KV cache of the old weights.
 STALE_KV_MIX = r"explained by no single switch from the old weights' run"
+# A prompt after a sync served from prefix KV the pause should have cleared.
+STALE_PREFIX_REUSED = r"were served from a prefix cache the path clears"
+# A request an abort pause should have cut ran on across the sync.
+RAN_ON_AFTER_ABORT = r"ran on after the abort, under other weights"
 # Part of a layer loaded: neither checkpoint's output.
 WEIGHTS_MIXED = r"serves neither checkpoint's output"
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
@@ -354,9 +358,13 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "version: the engine claims weights it does not serve",
         "vLLM 0.32 weight transfer (finish sets the version after the RPC); RL symptom: rollouts "
         "labelled with a policy version they were not sampled from",
-        breaks=("weights/sync-lands", "weights/rl-cycle"),
+        breaks=("weights/sync-lands", "weights/rl-cycle", "weights/late-arrival-new-version",
+                "weights/sync-while-asleep", "weights/request-mid-session"),
         patches=(_patch(_TRANSFER_UPDATE, "update_drops_every_chunk"),),
-        symptoms=(("weights/sync-lands", OLD_WEIGHTS_SERVED), ("weights/rl-cycle", OLD_WEIGHTS_SERVED)),
+        symptoms=(("weights/sync-lands", OLD_WEIGHTS_SERVED), ("weights/rl-cycle", OLD_WEIGHTS_SERVED),
+                  ("weights/late-arrival-new-version", OLD_WEIGHTS_SERVED),
+                  ("weights/sync-while-asleep", OLD_WEIGHTS_SERVED),
+                  ("weights/request-mid-session", OLD_WEIGHTS_SERVED)),
     ),
     Fault(
         "weights-sync-drops-a-tensor", "fault",
@@ -372,9 +380,20 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         "computed under the old weights",
         "vLLM 0.32 pause_scheduler (clear_cache resets running requests); examples/rl/"
         "rlhf_async_new_apis.py (tokens after a keep pause and a sync match a fresh engine)",
-        breaks=("weights/held-request-one-version",),
+        breaks=("weights/held-request-one-version", "weights/prefix-cache-across-sync"),
         patches=(_patch(_PROC_PAUSE, "pause_keep_keeps_cache"),),
-        symptoms=(("weights/held-request-one-version", STALE_KV_MIX),),
+        symptoms=(("weights/held-request-one-version", STALE_KV_MIX),
+                  ("weights/prefix-cache-across-sync", STALE_PREFIX_REUSED)),
+    ),
+    Fault(
+        "weights-abort-pause-keeps-requests", "fault",
+        "/pause?mode=abort freezes the requests in flight instead of aborting them: a request cut "
+        "before a sync resumes afterwards and finishes on the new weights",
+        "vLLM 0.32 pause_scheduler (abort ends every request in flight); RFC #51476 §2 (which "
+        "weights a request runs on)",
+        breaks=("weights/aborted-request-old-version",),
+        patches=(_patch(_PROC_PAUSE, "pause_abort_keeps"),),
+        symptoms=(("weights/aborted-request-old-version", RAN_ON_AFTER_ABORT),),
     ),
 )}
 

@@ -130,3 +130,25 @@ def test_bad_detection_options_name_the_option(options, message):
     with pytest.raises(ConfigError) as err:
         make(options)
     assert message in str(err.value)
+
+
+def test_cpu_cores_parse_lists_and_ranges_within_the_allowed_cores():
+    def cores(raw):
+        return build_config({"--lifecycle-cpu-cores": raw}.get, {}, Path("/tmp/r"),
+                            allowed_cores=[0, 1, 2, 3]).cpu_cores
+
+    assert cores("1") == (1,) and cores("0-2") == (0, 1, 2) and cores("3,0") == (0, 3)
+    assert build_config({}.get, {}, Path("/tmp/r"), allowed_cores=[0, 1]).cpu_cores == ()
+    env = build_config({}.get, {"VLLM_LIFECYCLE_CPU_CORES": "1"}, Path("/tmp/r"), allowed_cores=[0, 1])
+    assert env.cpu_cores == (1,)
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("one", "--lifecycle-cpu-cores: 'one' is not a core list"),
+    ("2-1", "--lifecycle-cpu-cores: '2-1' in '2-1' is not a core or an ascending range"),
+    ("5", "--lifecycle-cpu-cores: core(s) [5] are not among the cores this process may run on (0, 1)"),
+])
+def test_bad_cpu_cores_name_the_option_and_the_value(raw, message):
+    with pytest.raises(ConfigError) as info:
+        build_config({"--lifecycle-cpu-cores": raw}.get, {}, Path("/tmp/r"), allowed_cores=[0, 1])
+    assert str(info.value).startswith(message)

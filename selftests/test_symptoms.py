@@ -182,6 +182,24 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         {"the engine": [1, 9]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
     ("weights-keep-pause-stale-kv", "weights/held-request-one-version"): wj.switch_problems(
         [1, 2, 9, 9], [1, 2, 3, 4], {2: [5, 6], 1: [5, 6, 7]}),
+    ("weights-version-without-weights", "weights/late-arrival-new-version"): wj.serves_problems(
+        {"the late arrival": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]},
+        "/pause?mode=keep, sync of B, /resume"),
+    ("weights-version-without-weights", "weights/sync-while-asleep"): wj.serves_problems(
+        {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]},
+        "sleep level 2, a sync landed while asleep, full wake"),
+    ("weights-version-without-weights", "weights/request-mid-session"): wj.serves_problems(
+        {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]},
+        "after the session the request interrupted"),
+    # conformance/weights/test_prefix_cache_across_sync.py joins its problems
+    ("weights-keep-pause-stale-kv", "weights/prefix-cache-across-sync"): ["; ".join(
+        wj.reused_prefix_problems([1, 9], [1, 2], 48, True, "pause-clears: the prompt after the sync"))],
+    # conformance/weights/test_aborted_request_version.py: judges.aborted, then the prefix judge
+    ("weights-abort-pause-keeps-requests", "weights/aborted-request-old-version"): [
+        "; ".join(["finish reasons ['length'], expected all 'abort'",
+                   "1200 tokens: the request ran to its end, not cut by abort",
+                   *wj.old_prefix_problems([1, 2, 9, 9], [1, 2, 3, 4],
+                                           "the request the abort pause cut")])],
 }
 
 # Per behaviour, failures its test can report that are NOT those faults' effects: another

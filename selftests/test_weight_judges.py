@@ -145,3 +145,71 @@ def test_a_continuation_on_stale_state_is_no_single_switch() -> None:
     assert re.search(STALE_KV_MIX, problems[0])
     # a prefix that is not the old run's is no switch either
     assert switch_problems([1, 5, 3, 9, 9, 9], [1, 2, 3, 4, 5, 6], {3: [9, 9, 9]})
+
+
+def test_an_aborted_request_holds_only_the_old_runs_prefix() -> None:
+    from fixtures.judging.weight_judges import old_prefix_problems
+
+    assert old_prefix_problems([1, 2], [1, 2, 3, 4], "cut") == []
+    assert "token 1 is unlike the old weights' uninterrupted run" in old_prefix_problems(
+        [1, 9], [1, 2, 3, 4], "cut")[0]
+    assert "the abort did not cut it" in old_prefix_problems([1, 2, 3, 4], [1, 2, 3, 4], "cut")[0]
+
+
+def test_a_cleared_cache_reuses_nothing_and_gives_the_fresh_run() -> None:
+    from fixtures.judging.weight_judges import reused_prefix_problems
+
+    assert reused_prefix_problems([5, 6], [5, 6], 0, True, "p") == []
+    stale = reused_prefix_problems([5, 9], [5, 6], 48, True, "p")
+    assert "48 prompt tokens were served from a prefix cache the path clears" in stale[0]
+    assert "leaves the new weights' fresh run at token 1" in stale[1]
+    assert "no prompt_tokens_details.cached_tokens" in reused_prefix_problems([5], [5], None, True, "p")[0]
+
+
+def test_a_kept_cache_may_change_output_only_where_the_reuse_shows() -> None:
+    from fixtures.judging.weight_judges import reused_prefix_problems
+
+    assert reused_prefix_problems([5, 9], [5, 6], 48, False, "p") == []  # reuse reported
+    assert reused_prefix_problems([5, 6], [5, 6], 0, False, "p") == []
+    unseen = reused_prefix_problems([5, 9], [5, 6], 0, False, "p")
+    assert "leaves the new weights' fresh run at token 1 with 0 cached prompt tokens" in unseen[0]
+
+
+def test_a_session_lands_is_refused_before_loading_or_is_partial() -> None:
+    from fixtures.judging.weight_judges import session_outcome
+
+    ok = [call("/init_weight_transfer_engine"), call("/start_weight_update"),
+          call("/update_weights"), call("/finish_weight_update")]
+    assert session_outcome(ok) == "landed"
+    assert session_outcome([call("/init_weight_transfer_engine"),
+                            call("/start_weight_update", status=409)]) == "refused"
+    assert session_outcome([call("/init_weight_transfer_engine"), call("/start_weight_update"),
+                            call("/update_weights", status=500), call("/finish_weight_update")]) == "refused"
+    assert session_outcome([*ok[:3], call("/update_weights", status=500)]) is None
+
+
+def test_try_push_stops_at_a_refusal_and_closes_the_session(tmp_path: Path) -> None:
+    from fixtures.observing.client import Reply
+    from fixtures.observing.weight_sync import WeightClient
+
+    header = json.dumps({"model.layers.0.w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                         "model.layers.1.w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}).encode()
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
+
+    class Control:
+        def __init__(self, refuse: str) -> None:
+            self.refuse, self.sent = refuse, []
+
+        def call(self, method, route, json=None):
+            self.sent.append(route)
+            refused = route == self.refuse and self.sent.count(route) == 2
+            return Reply(method, route, 500 if refused else 200, {}, 0.0)
+
+    control = Control("/update_weights")
+    client = WeightClient(control, {})  # type: ignore[arg-type]
+    calls = client.try_push(Checkpoint("B", folder), "v")
+    assert [c.route for c in calls] == ["/init_weight_transfer_engine", "/start_weight_update",
+                                        "/update_weights", "/update_weights", "/finish_weight_update"]
+    assert [c.status for c in calls] == [200, 200, 200, 500, 200]

@@ -142,17 +142,30 @@ def topology_weights(topology_engine: Engine, topology: Any, checkpoints: dict[s
     yield from _weight_client(topology_engine, topology.engines, checkpoints, goldens, run_state, request)
 
 
-@pytest.fixture
-def offline_weights(offline: OfflineClient, checkpoints: dict[str, Checkpoint],
-                    goldens: dict[str, list[int]], run_state: RunState,
-                    request: pytest.FixtureRequest) -> Iterator[OfflineWeights]:
-    """The offline engine's weight methods; checkpoint A put back after the test."""
+def _offline_weights(offline: OfflineClient, engines: int, checkpoints: dict[str, Checkpoint],
+                     run_state: RunState, request: pytest.FixtureRequest) -> Iterator[OfflineWeights]:
     weights = OfflineWeights(offline)
     yield weights
     if not offline.server.alive():
         return
     try:
         offline.baseline()
-        weights.push(checkpoints["A"], RESTORE_VERSION)
+        weights.push(checkpoints["A"], RESTORE_VERSION, engines)
     except (AssertionError, HarnessError) as exc:
         _stop_unrestored(offline.server, exc, run_state, request)
+
+
+@pytest.fixture
+def offline_weights(offline: OfflineClient, checkpoints: dict[str, Checkpoint],
+                    goldens: dict[str, list[int]], run_state: RunState,
+                    request: pytest.FixtureRequest) -> Iterator[OfflineWeights]:
+    """The offline engine's weight methods; checkpoint A put back after the test."""
+    yield from _offline_weights(offline, 1, checkpoints, run_state, request)
+
+
+@pytest.fixture
+def topology_offline_weights(topology_offline: OfflineClient, topology: Any,
+                             checkpoints: dict[str, Checkpoint], goldens: dict[str, list[int]],
+                             run_state: RunState, request: pytest.FixtureRequest) -> Iterator[OfflineWeights]:
+    """The multi-engine offline host's weight methods; A put back on every engine after."""
+    yield from _offline_weights(topology_offline, topology.engines, checkpoints, run_state, request)

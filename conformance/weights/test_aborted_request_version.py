@@ -1,0 +1,25 @@
+"""Which weights a cut request ran on: a request in flight when /pause?mode=abort lands, before
+a sync of checkpoint B, ends aborted holding only checkpoint A's tokens, never one computed
+under B."""
+
+import pytest
+
+from fixtures.judging import judges
+from fixtures.judging.expect import reply_is
+from fixtures.judging.weight_judges import old_prefix_problems
+
+PROMPT = "a request cut by an abort pause before a weight sync"
+
+
+@pytest.mark.behaviour("weights/aborted-request-old-version")
+def test_aborted_request_old_version(goldens, checkpoints, engine, weights):
+    size = engine.in_flight_tokens()
+    reference_a = engine.reference(PROMPT, size)
+    gen, _ = engine.start_in_flight(PROMPT, size=size)
+    reply_is(engine.control.pause(mode="abort"), 200, {"status": "paused"})
+    weights.push(checkpoints["B"], "aborted-B")
+    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+    assert gen.done.wait(engine.request_timeout), f"the aborted request did not end: {gen.summary()}"
+    problems = judges.ended_as_paused(gen, "abort")
+    problems += old_prefix_problems(gen.token_ids, reference_a, "the request the abort pause cut")
+    assert not problems, "; ".join(problems)

@@ -1,0 +1,47 @@
+"""A request that arrives in the middle of a weight-update session sent without a pause (half
+the layers of checkpoint B loaded): whatever the release does with it, the engine must not die
+and the request must not be answered with a mix the caller cannot see. It may fail with an
+error reply, or complete with one checkpoint's golden output; once the session finishes the
+engine serves B."""
+
+import pytest
+
+from fixtures.errors import ServerDiedError
+from fixtures.judging import golden
+from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.weight_judges import which_checkpoint
+from fixtures.observing.weight_sync import layer_chunks, update_info
+
+
+@pytest.mark.behaviour("weights/request-mid-session")
+def test_request_mid_session(goldens, checkpoints, engine, weights, note):
+    b = checkpoints["B"]
+    chunks = layer_chunks(b.tensor_names())
+    half = max(1, len(chunks) // 2)
+    assert weights.init().status == 200, "init_weight_transfer_engine was not accepted"
+    assert weights.start().status == 200, "start_weight_update was not accepted"
+    for chunk in chunks[:half]:
+        reply = weights.update(update_info(b, chunk, 1))
+        assert reply.status == 200, f"update_weights was not accepted: {reply.describe()}"
+    try:
+        run = engine.gen.complete(golden.HTTP_PROMPT, golden.TOKENS)
+        engine.server.ensure_alive()
+        health = engine.control.health()
+    except ServerDiedError as exc:
+        raise AssertionError(f"a request sent mid-session (no pause, {half} of {len(chunks)} "
+                             f"chunks of B loaded) killed the server: {exc}") from None
+    assert health == 200, (f"after a request sent mid-session the engine is unhealthy: /health "
+                           f"{health}; the request {run.summary()}")
+    if run.error is not None:
+        note(f"the request sent mid-session was refused: {str(run.error)[:200]}")
+    else:
+        got = which_checkpoint(run.token_ids, goldens)
+        assert got is not None, (
+            f"a request sent mid-session (no pause, {half} of {len(chunks)} chunks of B loaded) "
+            f"was answered with neither checkpoint's golden output: a mix the caller cannot see")
+        note(f"the request sent mid-session was answered with checkpoint {got}'s output")
+    for chunk in chunks[half:]:
+        reply = weights.update(update_info(b, chunk, 1))
+        assert reply.status == 200, f"update_weights after the request was not accepted: {reply.describe()}"
+    assert weights.finish("mid-B").status == 200, "finish_weight_update was not accepted"
+    assert_serves(engine, 1, "B", goldens, "after the session the request interrupted")

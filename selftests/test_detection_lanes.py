@@ -1,0 +1,99 @@
+"""Detection cases side by side: which run alone, which share the machine one core each, and
+that every case's run (or its crash) reaches the test waiting on it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from detection.lanes import Lanes
+from faults.detection import Case, cases, engines_needed, schedule
+from fixtures.spec.catalog import load_catalog
+
+CATALOG = load_catalog()
+
+
+def case(name: str, *behaviours: str) -> Case:
+    return Case(name, None, behaviours, ())
+
+
+def test_a_case_on_a_dp_topology_needs_a_core_per_engine():
+    assert engines_needed(case("a", "topology/quiescent-after-pause"), CATALOG) == 2
+    assert engines_needed(case("b", "flags/partial-wake", "flags/awake-baseline"), CATALOG) == 1
+    # api2 is one engine behind two API servers: one core is enough
+    assert engines_needed(case("c", "topology/admission-every-frontend"), CATALOG) == 1
+
+
+def test_dp_cases_run_alone_first_and_the_rest_side_by_side_in_order():
+    listed = [case("s1", "flags/partial-wake"), case("dp", "topology/every-rank-follows"),
+              case("s2", "custody/late-arrival")]
+    plan = schedule(listed, CATALOG, 2)
+    assert [c.name for c in plan.alone] == ["dp"]
+    assert [c.name for c in plan.side_by_side] == ["s1", "s2"] and plan.lanes == 2
+    one = schedule(listed, CATALOG, 1)
+    assert [c.name for c in one.alone] == ["s1", "dp", "s2"] and one.side_by_side == ()
+    with pytest.raises(ValueError, match="lanes must be at least 1"):
+        schedule(listed, CATALOG, 0)
+
+
+def test_every_real_case_is_placed_once():
+    real = cases()
+    plan = schedule(real, CATALOG, 2)
+    assert sorted(c.name for c in (*plan.alone, *plan.side_by_side)) == sorted(c.name for c in real)
+    assert {c.name for c in plan.alone} >= {"dp-pause-completes-before-consensus",
+                                             "weights-sync-first-engine-only"}
+
+
+def test_lanes_run_alone_cases_on_every_core_then_the_rest_one_core_each():
+    seen: list[tuple[str, tuple[int, ...] | None]] = []
+    running = []
+    overlap = threading.Event()
+
+    def run(c, cores, keep):
+        running.append(c.name)
+        if len(running) > 1 and cores is None:
+            overlap.set()  # an alone case must never share the machine
+        seen.append((c.name, cores))
+        time.sleep(0.05)
+        running.remove(c.name)
+        if c.name == "boom":
+            raise RuntimeError("child wrote no results")
+        return [{"case": c.name}], Path(c.name)
+
+    plan = schedule([case("s1", "flags/partial-wake"), case("dp", "topology/every-rank-follows"),
+                     case("boom", "flags/partial-wake"), case("s3", "flags/partial-wake")], CATALOG, 2)
+    lanes = Lanes(plan, [0, 1], run)
+    lanes.start()
+    assert lanes.result("s1") == ([{"case": "s1"}], Path("s1"))
+    with pytest.raises(RuntimeError, match="child wrote no results"):
+        lanes.result("boom")
+    lanes.stop()
+    assert seen[0] == ("dp", None) and not overlap.is_set()
+    assert {cores for name, cores in seen[1:]} <= {(0,), (1,)} and len(seen) == 4
+
+
+def test_a_stopped_session_starts_no_new_case():
+    started = threading.Event()
+    release = threading.Event()
+
+    def run(c, cores, keep):
+        started.set()
+        release.wait(5)
+        return [], Path(c.name)
+
+    plan = schedule([case("first", "flags/partial-wake"), case("second", "flags/partial-wake")],
+                    CATALOG, 1)
+    lanes = Lanes(plan, [0], run)
+    lanes.start()
+    started.wait(5)
+    stopper = threading.Thread(target=lanes.stop)
+    stopper.start()
+    time.sleep(0.1)
+    release.set()
+    stopper.join(10)
+    assert lanes.result("first") == ([], Path("first"))
+    with pytest.raises(RuntimeError, match="not run, the session was stopped"):
+        lanes.result("second")

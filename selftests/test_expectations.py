@@ -297,6 +297,11 @@ WHOLE = {
         "after the refused chunk the engine no longer serves: /health 503; the golden prompt "
         "InternalServerError: Error code: 500 - EngineCore encountered an issue. See stack trace "
         "(above) for the root cause."],
+    "weights/request-mid-session": [
+        "after a request sent mid-session the engine is unhealthy: /health 503; the request "
+        "finish_reasons={} completion_tokens=None chunks=0 took=0.03s error=InternalServerError("
+        "'Error code: 500 - EngineCore encountered an issue. See stack trace (above) for the root "
+        "cause.')"],
     "flags/llm-pause-resume": [
         "pause_generation() raised AttributeError: 'LLM' object has no attribute 'pause_generation' "
         "(0.00 s); expected it to return"],

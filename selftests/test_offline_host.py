@@ -49,7 +49,7 @@ class FakeHost(offline_hosts.Host):
     def progress(self) -> dict[str, int]:
         return {rid: 1 for rid in self.pending}
 
-    def add(self, rid, prompt, max_tokens, kind, logprobs=None):
+    def add(self, rid, prompt, max_tokens, kind, logprobs=None, rank=None):
         if kind not in offline_hosts.KINDS:
             raise offline_hosts.OpError(f"unknown output kind {kind!r}")
         self.history.setdefault(rid, [])
@@ -108,8 +108,8 @@ class StarvedHost(FakeHost):
         self.runs_from = runs_from
         self.sizes: dict[str, int] = {}
 
-    def add(self, rid, prompt, max_tokens, kind, logprobs=None):
-        super().add(rid, prompt, max_tokens, kind, logprobs)
+    def add(self, rid, prompt, max_tokens, kind, logprobs=None, rank=None):
+        super().add(rid, prompt, max_tokens, kind, logprobs, rank)
         self.sizes[rid] = max_tokens
 
     def collect(self, until, timeout):

@@ -188,9 +188,6 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("weights-version-without-weights", "weights/sync-while-asleep"): wj.serves_problems(
         {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]},
         "sleep level 2, a sync landed while asleep, full wake"),
-    ("weights-version-without-weights", "weights/request-mid-session"): wj.serves_problems(
-        {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]},
-        "after the session the request interrupted"),
     # conformance/weights/test_prefix_cache_across_sync.py joins its problems
     ("weights-keep-pause-stale-kv", "weights/prefix-cache-across-sync"): ["; ".join(
         wj.reused_prefix_problems([1, 9], [1, 2], 48, True, "pause-clears: the prompt after the sync"))],

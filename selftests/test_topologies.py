@@ -315,7 +315,8 @@ class _Load:
         self.gen = gen
 
     def load(self) -> int:
-        return int(self.gen.sizes[-1] >= self.gen.seen_from)
+        # Idle before the first request; a request counts while it runs unseen-to-the-end.
+        return int(bool(self.gen.sizes) and self.gen.sizes[-1] >= self.gen.seen_from)
 
 
 def _starved(seen_from: int, reason: str = "length"):

@@ -59,6 +59,8 @@ _KEYWORDS = {
     "wait-skips-drain": "wait or drain or awake_baseline or pause_resume",
     # Only AsyncLLM has per-request output collectors, and only deltas are merged in them.
     "buffered-delta-dropped": "AsyncLLM-MP1 and (delta or full_wake)",
+    # The held request across a sync runs only on AsyncLLM; one engine of each API is enough.
+    "weights-version-label-frozen": "(AsyncLLM-MP1 or (LLM-MP0 and not AsyncLLM)) and (spans or full_wake)",
 }
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank

@@ -394,3 +394,12 @@ def pause_keep_keeps_cache(original: Fn) -> Fn:
         return original(self, mode, False if mode == "keep" else clear_cache)
     return pause_scheduler
 
+
+
+def attach_first_version(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def _attach_weight_version(self: Any, outputs: dict[int, Any]) -> None:
+        # The bug: outputs keep the label the engine started with, whatever was committed since.
+        for eco in outputs.values():
+            eco.weight_version = "default"
+    return _attach_weight_version

@@ -70,6 +70,7 @@ _DP_HANDLE_REQUEST = ("vllm.v1.engine.core:DPEngineCoreProc._handle_client_reque
 _DP_SYNC = ("vllm.v1.engine.core:DPEngineCoreProc._has_global_unfinished_reqs", "31494c986c3bdcf2")
 _DP_PAUSE_COMPLETE = ("vllm.v1.engine.core:DPEngineCoreProc._pause_complete", "208f1189cf3444ab")
 _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", "3390ffb9a292f21f")
+_ATTACH_VERSION = ("vllm.v1.engine.core:EngineCore._attach_weight_version", "561657af90b118b6")
 _TRANSFER_UPDATE = ("vllm.distributed.weight_transfer.base:WeightTransferEngine.update_weights",
                     "5b33ce5d5cd334e4")
 
@@ -151,6 +152,9 @@ STALE_KV_MIX = r"explained by no single switch from the old weights' run"
 STALE_PREFIX_REUSED = r"were served from a prefix cache the path clears"
 # A request an abort pause should have cut ran on across the sync.
 RAN_ON_AFTER_ABORT = r"ran on after the abort, under other weights"
+# Tokens sampled after the sync labelled only with the engine's first version
+# (conformance/weights/test_version_spans_offline.py commits "spans-B").
+SPANS_KEEP_FIRST_LABEL = r"the spans are labelled \['default'\], expected \[('[^']*', )?'spans-B'\]"
 # Part of a layer loaded: neither checkpoint's output.
 WEIGHTS_MIXED = r"serves neither checkpoint's output"
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
@@ -385,6 +389,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         patches=(_patch(_PROC_PAUSE, "pause_keep_keeps_cache"),),
         symptoms=(("weights/held-request-one-version", STALE_KV_MIX),
                   ("weights/prefix-cache-across-sync", STALE_PREFIX_REUSED)),
+    ),
+    Fault(
+        "weights-version-label-frozen", "fault",
+        "every output is labelled with the weight version the engine started with: after a sync, "
+        "tokens the new weights sampled carry the old version",
+        "vLLM 0.32 v1/engine/core.py _attach_weight_version; RL symptom: rollouts attributed to a "
+        "policy version that did not sample them (wrong off-policy corrections)",
+        breaks=("weights/version-spans",),
+        guards=("flags/full-wake",),
+        patches=(_patch(_ATTACH_VERSION, "attach_first_version"),),
+        symptoms=(("weights/version-spans", SPANS_KEEP_FIRST_LABEL),),
+        transport="offline",
     ),
     Fault(
         "weights-abort-pause-keeps-requests", "fault",

@@ -197,6 +197,11 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
                    "1200 tokens: the request ran to its end, not cut by abort",
                    *wj.old_prefix_problems([1, 2, 9, 9], [1, 2, 3, 4],
                                            "the request the abort pause cut")])],
+    # conformance/weights/test_version_spans_offline.py: the held request (AsyncLLM), then
+    # the request after the sync (every engine); the engine started on "default".
+    ("weights-version-label-frozen", "weights/version-spans"): [
+        "; ".join(wj.span_problems([["default", 0, 600]], 600, ["default", "spans-B"], "held")),
+        "; ".join(wj.span_problems([["default", 0, 16]], 16, ["spans-B"], "after the sync"))],
 }
 
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
@@ -247,6 +252,17 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         state_is("after waking only weights", asleep(1), StateView(False, True, SLEEP_GAUGE[1])),
         reply_is("200 {'status': 'sleeping', 'tags': ['weights']}",
                  "POST /wake_up?tags=weights -> 200 {'status': 'awake'} (0.01 s)")],
+    "weights/version-spans": [
+        *wj.span_problems(None, 16, ["spans-B"], "a request run after the sync"),
+        *wj.span_problems([["default", 0, 2], ["spans-B", 3, 600]], 600, ["default", "spans-B"], "held"),
+        # a version lost before the test's sync: the label expected is not the sync's
+        *wj.span_problems([["default", 0, 16]], 16, ["checkpoint-A"], "a request run before the sync"),
+        *wj.switch_span_problems([["default", 0, 1], ["spans-B", 1, 4]], [1, 2, 3, 4], [1, 2, 3, 4],
+                                 3, "held"),
+        *wj.switch_span_problems([["default", 0, 4], ["spans-B", 4, 5]], [1, 2, 9, 9, 9],
+                                 [1, 2, 3, 4, 5], 2, "held"),
+        "the held request did not finish within 120 s of the resume",
+        "pause_generation() raised RuntimeError: boom (0.01 s); expected it to return"],
     "custody/drain-before-offload": [
         *judges.gauge_awake_during_drain([judges.GaugeReading(1.0, 1.1, SLEEP_GAUGE[1])], 2.0,
                                          AWAKE_GAUGE),
@@ -269,6 +285,7 @@ CROSS_CHECKED = {
     ("gauge-not-updated", "flags/sleep-level"),
     ("gauge-not-updated", "flags/partial-wake"),
     ("gauge-not-updated", "custody/drain-before-offload"),
+    ("weights-version-label-frozen", "weights/version-spans"),
 }
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]

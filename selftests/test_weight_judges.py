@@ -12,6 +12,8 @@ from fixtures.judging.weight_judges import (
     operation_count_problems,
     refused_problems,
     serves_problems,
+    span_problems,
+    switch_span_problems,
     version_problems,
 )
 from fixtures.observing.weight_sync import Checkpoint, WeightCall, layer_chunks, tensor_names, update_info
@@ -213,3 +215,37 @@ def test_try_push_stops_at_a_refusal_and_closes_the_session(tmp_path: Path) -> N
     assert [c.route for c in calls] == ["/init_weight_transfer_engine", "/start_weight_update",
                                         "/update_weights", "/update_weights", "/finish_weight_update"]
     assert [c.status for c in calls] == [200, 200, 200, 500, 200]
+
+
+def test_spans_must_tile_the_tokens_once_with_the_committed_labels() -> None:
+    assert span_problems([["a", 0, 5]], 5, ["a"], "x") == []
+    assert span_problems([["a", 0, 2], ["b", 2, 5]], 5, ["a", "b"], "x") == []
+    assert span_problems(None, 5, ["a"], "x") == [
+        "x: the finished output carries no weight_versions (5 tokens)"]
+    gap = span_problems([["a", 0, 2], ["b", 3, 5]], 5, ["a", "b"], "x")
+    assert len(gap) == 1 and "do not tile" in gap[0]
+    overlap = span_problems([["a", 0, 3], ["b", 2, 5]], 5, ["a", "b"], "x")
+    assert len(overlap) == 1 and "do not tile" in overlap[0]
+    empty = span_problems([["a", 0, 0], ["b", 0, 5]], 5, ["a", "b"], "x")
+    assert len(empty) == 1 and "do not tile" in empty[0]
+    short = span_problems([["a", 0, 4]], 5, ["a"], "x")
+    assert short == ["x: the spans cover tokens [0, 4) of 5: [('a', 0, 4)]"]
+    assert span_problems([["a", 0, 5]], 5, ["a", "b"], "x") == [
+        "x: the spans are labelled ['a'], expected ['a', 'b'] (the versions committed while it "
+        "ran): [('a', 0, 5)]"]
+    assert "not (version, start, end)" in span_problems([["a", 0]], 5, ["a"], "x")[0]
+
+
+def test_the_switch_lies_between_the_pause_and_the_first_new_token() -> None:
+    before = [1, 2, 3, 4, 5, 6]
+    tokens = [1, 2, 3, 9, 9, 9]  # B's tokens from position 3
+    assert switch_span_problems([["a", 0, 3], ["b", 3, 6]], tokens, before, 3, "x") == []
+    # B's first token may equal A's: a switch before the first difference is consistent.
+    assert switch_span_problems([["a", 0, 2], ["b", 2, 6]], tokens, before, 2, "x") == []
+    early = switch_span_problems([["a", 0, 1], ["b", 1, 6]], tokens, before, 3, "x")
+    assert early == ["x: the new version's span starts at token 1, but 3 tokens were produced "
+                     "before the pause (under the old weights)"]
+    late = switch_span_problems([["a", 0, 5], ["b", 5, 6]], tokens, before, 3, "x")
+    assert late == ["x: token 3 is labelled with the old version but is unlike the old weights' "
+                    "uninterrupted run (the switch labelled at 5)"]
+    assert switch_span_problems([["a", 0, 6]], tokens, before, 3, "x") == []

@@ -6,6 +6,8 @@ Behaviour is chosen by environment variables so launch configs can differ:
   FAKE_LOG="text"         printed at start (runner / dev-mode log lines)
   FAKE_RUNNER_V2=0|1      what /server_info reports for VLLM_USE_V2_MODEL_RUNNER
   FAKE_POST=ok|hang|die   every POST answers {} | never answers | kills the server
+  FAKE_FATAL_ON=/route    the engine's own death on a POST to that route: vLLM's fatal-error
+                          lines, then the exit
   FAKE_POST=vllm          a small GPU engine: vLLM 0.32's lifecycle bodies and state, minimal
                           /v1/completions and /metrics, device memory written to FAKE_NVML_STATE
                           (read by selftests/fake_nvml); FAKE_GPU_FAULT breaks it (see GpuEngine)
@@ -200,6 +202,14 @@ def main() -> None:
                 time.sleep(600)
             if behaviour == "die":
                 print("fake server: dying on a POST", flush=True)
+                os._exit(1)
+            if os.environ.get("FAKE_FATAL_ON") and self.path.startswith(os.environ["FAKE_FATAL_ON"]):
+                print("(EngineCore pid=7) ERROR 12-03 08:00:00 [core.py:1512] EngineCore "
+                      "encountered a fatal error.\n(EngineCore pid=7) Traceback (most recent call "
+                      "last):\n(EngineCore pid=7)   File \"core.py\", line 1, in run_busy_loop\n"
+                      "(EngineCore pid=7)     raise RuntimeError(\"x\")\n(EngineCore pid=7) "
+                      "RuntimeError: Tensor on device cpu is not on the expected device meta!",
+                      flush=True)
                 os._exit(1)
             if gpu is not None:
                 self.vllm_post(gpu)

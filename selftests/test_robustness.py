@@ -73,6 +73,50 @@ def test_a_server_that_dies_mid_test_is_an_error_and_the_run_goes_on(fake_python
     assert (report / "report.html").is_file() and (report / "report.md").is_file()
 
 
+def test_an_engine_that_reports_its_own_death_fails_the_test_it_ran(tmp_path):
+    """The engine's log says its loop died: the test that was running is the engine's failure
+    with the cause, not a harness error (hole 13 of the honesty issue)."""
+    from selftests.test_gpu_readiness import FAKE_NVML
+    from selftests.test_gpu_readiness import fake_python as gpu_python
+
+    report = tmp_path / "report"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_LIFECYCLE", "FAKE_"))}
+    env |= {"FAKE_POST": "vllm", "FAKE_FATAL_ON": "/pause", "FAKE_NVML_STATE": str(tmp_path / "nvml.json"),
+            "CUDA_VISIBLE_DEVICES": "0", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(FAKE_NVML), env.get("PYTHONPATH")) if p)}
+    command = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider",
+               "-k", "MRV1-eager and test_pause_resume and keep", "--lifecycle-transports", "http",
+               "--lifecycle-python", str(gpu_python(tmp_path)), "--lifecycle-model", "fake",
+               "--lifecycle-report-dir", str(report), "--lifecycle-request-timeout", "30",
+               "--lifecycle-start-timeout", "60"]
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    results = json.loads((report / "results.json").read_text())
+    ran = [r for r in results["results"] if r["outcome"] != "notrun"]
+    assert ran and {r["outcome"] for r in ran} == {"fail"}, [(r["outcome"], r["message"][:600]) for r in ran]
+    assert all(r["message"].startswith("the engine died during the test: EngineCore encountered a "
+                                       "fatal error: RuntimeError: Tensor on device cpu is not on the "
+                                       "expected device meta!") for r in ran), ran
+
+
+def test_the_engine_death_is_read_from_its_own_log():
+    from fixtures.observing.server_log import engine_death
+
+    log = ("(APIServer pid=1) INFO ready\n"
+           "(EngineCore_DP0 pid=2) ERROR 12-03 08:35:15 [core.py:1512] EngineCore encountered a "
+           "fatal error.\n(EngineCore_DP0 pid=2) Traceback (most recent call last):\n"
+           "(EngineCore_DP0 pid=2)     raise TimeoutError(msg)\n"
+           "(EngineCore_DP0 pid=2) TimeoutError: RPC call to execute_model timed out.\n"
+           "(EngineCore_DP0 pid=2) \n(EngineCore_DP0 pid=2) The above exception was the direct "
+           "cause of the following exception:\n(EngineCore_DP0 pid=2) vllm.v1.engine.exceptions."
+           "EngineDeadError: EngineCore encountered an issue.\n")
+    assert engine_death(log) == ("EngineCore encountered a fatal error: TimeoutError: RPC call to "
+                                 "execute_model timed out.")
+    assert engine_death("(Worker pid=3) Worker proc died unexpectedly (exit code: -9)") is None
+    assert engine_death("EngineCore encountered a fatal error.\n") == "EngineCore encountered a fatal error"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["ci-timeout", "ctrl-c"])
 def test_an_interrupted_run_leaves_a_report_and_no_server(fake_python, tmp_path, sig):
     report = tmp_path / "report"

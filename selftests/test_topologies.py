@@ -28,7 +28,7 @@ from fixtures.launching.topologies import (
 )
 from fixtures.observing import process_cpu
 from fixtures.spec.catalog import CatalogError, coverage_problems, parse_catalog
-from thresholds import Limit
+from thresholds import Limit, load_limits
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -260,6 +260,13 @@ def test_quiescence_holds_each_engine_to_its_own_idle_reading():
     late = Limit("topology/quiescent-after-pause", "idle_pause_s", "<=", 2.0, "s", "r")
     assert re.search(registry.KEPT_WORKING, late.judge(2.75).describe())
     assert not re.search(registry.KEPT_WORKING, late.judge(0.1).describe())
+    # The relative bound passes DP1's 0.3 cores "idle"; the reading at rest is bounded itself.
+    rest = Limit("topology/quiescent-after-pause", "busy_cores_at_rest", "<=", 0.1, "cores", "r")
+    assert [(m.observed, m.ok) for m in tj.at_rest(idle, rest)] == [(0.005, True), (0.3, False)]
+    assert [m.describe() for m in tj.at_rest(idle, rest) if not m.ok] == [
+        "topology/quiescent-after-pause busy_cores_at_rest [no request, not paused, "
+        "VLLM::EngineCore_DP1]: observed 0.3 cores, limit <= 0.1 (beyond by 0.2)"]
+    assert load_limits()["topology/quiescent-after-pause:busy_cores_at_rest"].limit == 0.1
     with pytest.raises(HarnessError, match="appeared after the idle reading"):
         tj.quiescence(idle, {"VLLM::EngineCore_DP2": 0.0}, QUIET_LIMIT, "x")
 

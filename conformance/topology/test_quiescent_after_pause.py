@@ -55,6 +55,7 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
              f"judged on the engine cores' CPU time alone")
     procs = engine_processes(e.server)
     idle = busy_cores(procs, WINDOW_S)
+    measure(tj.at_rest(idle, limits[f"{BEHAVIOUR}:busy_cores_at_rest"]))
 
     # Seen on the server (/load), not by its stream: with a rank stepping on each of two cores
     # the client can be starved of chunks (start_in_flight's confirmation) for seconds, and the

@@ -299,6 +299,9 @@ class _StarvedServer:
     def __init__(self) -> None:
         self.facts = {"decode_rate": 100.0, "max_model_len": 131072}
 
+    def ensure_alive(self) -> None:
+        pass
+
 
 class _StarvedGen:
     """Requests shorter than `seen_from` tokens end (by their length) before /load sees them."""
@@ -351,6 +354,21 @@ def test_start_seen_on_server_gives_up_with_a_harness_error():
     with pytest.raises(HarnessError, match="not by its length"):
         engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
     assert gen.sizes == [800]
+
+
+class _Deaf(_Load):
+    def load(self) -> int:
+        return 0  # answers, never counts the request
+
+
+def test_an_alive_server_that_never_takes_the_request_fails_the_test():
+    """Hole 12: not a harness error; the engine is up (it answers /load) and admits nothing."""
+    engine, gen = _starved(seen_from=1)
+    engine.control = _Deaf(gen)  # type: ignore[assignment]
+    with pytest.raises(AssertionError, match=r"the server is alive and answered /load \d+ times in "
+                                             r"0.2 s, but never took the request \(/load 0 before"):
+        engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+    assert gen.sizes == [800] and engine.load_polls > 1
 
 
 def test_wait_load_stops_once_the_request_was_answered():

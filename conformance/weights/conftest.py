@@ -94,7 +94,7 @@ def _restore(engine: Engine, client: WeightClient, checkpoints: dict[str, Checkp
     engine.to_baseline()
     if serves_problems(_golden_outputs(engine, engines), "A", goldens, "restore") == []:
         return
-    client.push(checkpoints["A"], RESTORE_VERSION, engines)
+    client.sync(checkpoints["A"], RESTORE_VERSION, engines)
     problems = serves_problems(_golden_outputs(engine, engines), "A", goldens, "after restoring checkpoint A")
     if problems:
         raise HarnessError("; ".join(problems))
@@ -114,7 +114,7 @@ def _stop_unrestored(server: Any, exc: BaseException, run_state: RunState,
 def _weight_client(engine: Engine, engines: int, checkpoints: dict[str, Checkpoint],
                    goldens: dict[str, list[int]], run_state: RunState,
                    request: pytest.FixtureRequest) -> Iterator[WeightClient]:
-    client = WeightClient(engine.control, engine.server.facts)
+    client = WeightClient(engine.control, engine.server.facts, run_state.config.weight_sync)
     problems = serves_problems(_golden_outputs(engine, engines), "A", goldens, "before the test")
     if problems:
         raise HarnessError("the engine does not serve checkpoint A at the start: " + "; ".join(problems))

@@ -17,7 +17,7 @@ def test_aborted_request_old_version(goldens, checkpoints, engine, weights):
     reference_a = engine.reference(PROMPT, size)
     gen, _ = engine.start_in_flight(PROMPT, size=size)
     reply_is(engine.control.pause(mode="abort"), 200, {"status": "paused"})
-    weights.push(checkpoints["B"], "aborted-B")
+    weights.sync(checkpoints["B"], "aborted-B")
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     assert gen.done.wait(engine.request_timeout), f"the aborted request did not end: {gen.summary()}"
     problems = judges.ended_as_paused(gen, "abort")

@@ -28,7 +28,7 @@ def test_held_request_one_version(goldens, checkpoints, engine, weights):
     gen, _ = engine.start_in_flight(PROMPT, size=size)
     reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
     seen_before = len(gen.token_ids)
-    weights.push(checkpoints["B"], "held-B")
+    weights.sync(checkpoints["B"], "held-B")
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     assert gen.done.wait(engine.request_timeout), f"the held request did not finish: {gen.summary()}"
     assert gen.error is None and len(gen.token_ids) == size, (

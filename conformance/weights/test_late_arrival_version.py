@@ -29,7 +29,7 @@ def test_late_arrival_new_version(goldens, checkpoints, engine, weights, mode):
         assert not late.done.is_set(), (
             f"/pause?mode={mode}: the late arrival was answered before the sync, while paused "
             f"(/load peak {counted}): {late.summary()}")
-    weights.push(checkpoints["B"], f"late-{mode}")
+    weights.sync(checkpoints["B"], f"late-{mode}")
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     if fate == "rejected":
         late = engine.gen.complete(golden.HTTP_PROMPT, golden.TOKENS)  # the caller's retry

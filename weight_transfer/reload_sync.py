@@ -1,0 +1,26 @@
+"""An example trainer-side sync path for `--lifecycle-weight-sync`, and a runnable one on CPU:
+`collective_rpc reload_weights` with the checkpoint's folder as `weights_path` (the way a
+framework without a transfer backend reloads a checkpoint it wrote to disk).
+
+    pytest conformance --lifecycle-behaviours weights/ \
+        --lifecycle-weight-sync weight_transfer.reload_sync:reload_from_disk
+
+A framework's own path has the same shape: read `target`, move the tensors by its own means,
+raise `SyncRefused` with what the engine answered when it did not take them.
+"""
+
+from __future__ import annotations
+
+import requests
+
+from weight_transfer.sync_path import SyncRefused, SyncTarget
+
+TIMEOUT_S = 300.0
+
+
+def reload_from_disk(target: SyncTarget) -> None:
+    reply = requests.post(f"{target.url}/collective_rpc", timeout=TIMEOUT_S, json={
+        "method": "reload_weights", "kwargs": {"weights_path": str(target.checkpoint)}})
+    if reply.status_code != 200:
+        raise SyncRefused(f"collective_rpc reload_weights of checkpoint {target.label} answered "
+                          f"{reply.status_code}: {reply.text[:300]}")

@@ -14,4 +14,5 @@ pytest_plugins = [
     "fixtures.plugin.matrix",
     "fixtures.plugin.servers",
     "fixtures.plugin.engines",
+    "fixtures.plugin.checkpoints",
 ]

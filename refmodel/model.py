@@ -1,8 +1,9 @@
 """A pure, side-effect-free model of the lifecycle contract, per contract profile.
 
 State: the scheduler (running, or paused by a mode), the memory tags asleep, the last reading
-of vllm:engine_sleep_state, whether admission is closed (0.33 / layered), and the requests the
-engine holds unanswered. Each call is a transition returning what it predicts: the reply, the
+of vllm:engine_sleep_state, whether admission is closed (0.33 / layered), the requests the
+engine holds unanswered, and (when the exploration syncs weights) the checkpoint loaded and the
+committed weight version. Each call is a transition returning what it predicts: the reply, the
 state after, and which requests must now end, and how. Each transition names the catalogued
 behaviours it relies on, so a discrepancy points back to the MUST it contradicts.
 
@@ -37,6 +38,8 @@ class State:
     gauge: tuple[int, int, int] = AWAKE
     admission_closed: bool = False
     held: tuple[int, ...] = ()  # request numbers accepted and unanswered
+    weights: str = "A"  # the checkpoint a request runs on now
+    version: str | None = None  # the committed weight version; None: not tracked
 
     @property
     def is_sleeping(self) -> bool:
@@ -47,8 +50,13 @@ class State:
         """Whether a request may execute: scheduler running AND every memory tag resident."""
         return not self.paused and not self.asleep
 
+    @property
+    def can_sync(self) -> bool:
+        """The documented place for a weight sync: generation paused, the weights resident."""
+        return self.paused and "weights" not in self.asleep
+
     def observation(self) -> Observation:
-        return Observation(self.is_sleeping, self.paused, self.gauge, len(self.held))
+        return Observation(self.is_sleeping, self.paused, self.gauge, len(self.held), self.version)
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class Observation:
     is_paused: bool
     gauge: tuple[int, int, int]
     load: int
+    version: str | None = None  # GET /weight_info, where the model tracks it
 
 
 @dataclass(frozen=True)
@@ -147,14 +156,30 @@ def abort_all(state: State) -> Prediction:
                       aborted=state.held)
 
 
+def sync(state: State, checkpoint: str, version: str | None) -> Prediction:
+    """A whole weight-transfer session (start, every chunk, finish) while `can_sync`: every
+    request that runs from now on runs on `checkpoint`; a finish with a version commits it, one
+    without keeps the version as it was. No request's fate changes."""
+    committed = version if version is not None else state.version
+    return Prediction(200, None, replace(state, weights=checkpoint, version=committed),
+                      ("weights/sync-lands", "weights/version-follows-commits"))
+
+
+def set_weight_version(state: State, version: str) -> Prediction:
+    """/update_weight_version: the version alone changes, in any state."""
+    return Prediction(200, None, replace(state, version=version), ("weights/version-follows-commits",))
+
+
 def reset_prefix_cache(state: State) -> Prediction:
     return Prediction(200, None, state, ("prefix/reset-on-transition",))
 
 
 def arrive(state: State, number: int) -> Prediction:
     """A new request. Held while it may not run; refused where admission is closed."""
-    relies = ("custody/late-arrival", "gating/partial-wake-holds-requests",
-              "safety/no-request-while-asleep")
+    relies: tuple[str, ...] = ("custody/late-arrival", "gating/partial-wake-holds-requests",
+                               "safety/no-request-while-asleep")
+    if state.version is not None:  # weights tracked: its output must be the loaded checkpoint's
+        relies += ("weights/sync-lands",)
     if state.admission_closed:
         return Prediction(503, None, state, relies, rejected=(number,))
     if state.runnable:
@@ -257,8 +282,11 @@ class History:
     def call(self, method: str, path: str) -> None:
         self.lines.append(f"curl -s -X {method} '{self.base_url}{path}'")
 
-    def request(self, number: int, max_tokens: int, model: str) -> None:
-        body = json.dumps({"model": model, "prompt": f"request {number}", "max_tokens": max_tokens,
+    def note(self, text: str) -> None:
+        self.lines.append(f"# {text}")
+
+    def request(self, number: int, max_tokens: int, model: str, prompt: str | None = None) -> None:
+        body = json.dumps({"model": model, "prompt": prompt or f"request {number}", "max_tokens": max_tokens,
                            "temperature": 0, "ignore_eos": True})
         self.lines.append(f"curl -s '{self.base_url}/v1/completions' -H 'Content-Type: application/json' "
                           f"-d '{body}' &  # request {number}")

@@ -128,3 +128,27 @@ def test_a_lifecycle_call_never_goes_out_on_a_reused_connection():
         assert all("connection: close" in h for _, h in posts)
     finally:
         server.sock.close()
+
+
+def test_ctrl_c_during_a_blocking_request_stops_the_run_and_is_recorded() -> None:
+    """A request the test waits on (a golden capture, say) must not swallow Ctrl-C / SIGTERM
+    as a request error: the run would go on, judging an engine that did nothing wrong."""
+    from types import SimpleNamespace
+
+    from fixtures.observing.client import Generator
+
+    gen = Generator("http://127.0.0.1:9", "m", 1.0, lambda: None)
+
+    def interrupted(**kwargs):
+        raise KeyboardInterrupt("signal 15")
+
+    gen._client = SimpleNamespace(completions=SimpleNamespace(create=interrupted))  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        gen.complete("p", 4)
+
+    def refused(**kwargs):
+        raise ConnectionError("refused")
+
+    gen._client = SimpleNamespace(completions=SimpleNamespace(create=refused))  # type: ignore[assignment]
+    run = gen.complete("p", 4)
+    assert isinstance(run.error, ConnectionError) and run.done.is_set()

@@ -261,3 +261,43 @@ def test_ran_while_held_is_never_excused_while_paused_or_awake_memory():
         problems, finding, after = model.judge_ran_while_held(state, [full], lambda b: True)
         assert problems and finding is None and after.held == (1,), state
     assert model.judge_ran_while_held(paused, [], lambda b: True) == ([], None, paused)
+
+
+# -- weight syncs in the model: where they may happen, what they change -----------------------
+def test_a_sync_is_documented_while_paused_with_the_weights_resident():
+    assert not State().can_sync
+    paused = model.pause(State(), "keep").state
+    assert paused.can_sync
+    asleep = model.sleep(paused, 2, None).state
+    assert not asleep.can_sync  # weights discarded: nothing to load into
+    weights_woken = model.wake_up(asleep, ("weights",)).state
+    assert weights_woken.can_sync and weights_woken.asleep == {"kv_cache"}
+
+
+def test_a_sync_switches_the_checkpoint_and_commits_only_a_given_version():
+    paused = model.pause(State(version="default"), "keep").state
+    synced = model.sync(paused, "B", "v1")
+    assert (synced.state.weights, synced.state.version, synced.status) == ("B", "v1", 200)
+    assert synced.completes == synced.aborted == ()
+    unversioned = model.sync(synced.state, "A", None).state
+    assert (unversioned.weights, unversioned.version) == ("A", "v1")
+    assert model.set_weight_version(unversioned, "u1").state.version == "u1"
+    assert "weights/version-follows-commits" in synced.relies_on
+
+
+def test_a_request_released_after_a_sync_runs_on_the_new_checkpoint():
+    held = model.arrive(model.pause(State(), "keep").state, 1).state
+    synced = model.sync(held, "B", None).state
+    resumed = model.resume(synced)
+    assert resumed.completes == (1,) and resumed.state.weights == "B"
+
+
+def test_the_observed_version_is_judged_where_the_model_tracks_it():
+    state = State(version="v1")
+    seen = model.Observation(False, False, AWAKE, 0, "v1")
+    assert model.judge_observation(state, seen, lambda b: True) == ([], None)
+    stale = model.Observation(False, False, AWAKE, 0, "default")
+    problems, excused = model.judge_observation(state, stale, lambda b: True)
+    assert excused is None and "version='v1'" in problems[0] and "version='default'" in problems[0]
+    untracked = model.Observation(False, False, AWAKE, 0)
+    assert model.judge_observation(State(), untracked, lambda b: True) == ([], None)

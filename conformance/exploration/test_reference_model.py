@@ -2,6 +2,11 @@
 the reference model (refmodel/model.py). Hypothesis shrinks a discrepancy to a minimal
 sequence; the failure message carries it as curl lines.
 
+Where the suite can sync weights (its embedded model and backend, a release with the session),
+the calls include whole weight syncs of checkpoint A or B (while paused, weights resident) and
+/update_weight_version: every request that runs must give the golden output of the checkpoint
+the model says is loaded, and /weight_info the version the model says was committed.
+
 Budget: --lifecycle-explore-examples × --lifecycle-explore-steps; --hypothesis-seed replays a
 run, and the example database lives beside the run's report folder so a failure replays first.
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,11 +23,13 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-from fixtures.judging import judges
+from fixtures.judging import golden, judges
 from fixtures.judging import topology_judges as tj
+from fixtures.judging.weight_judges import first_difference, serves_problems
 from fixtures.observing import api_shape
 from fixtures.observing.client import Generation, Reply, wait_until
 from fixtures.observing.engine import Engine
+from fixtures.observing.weight_sync import Checkpoint, WeightClient
 from fixtures.spec.expectations import Instance, finding_reached
 from refmodel import model
 
@@ -39,15 +47,60 @@ class DiscrepancyError(AssertionError):
     """The engine did something the reference model does not predict."""
 
 
+@dataclass(frozen=True)
+class Weights:
+    """What the exploration needs to sync: the checkpoints, their golden outputs cut to the
+    tokens a request asks for (enough to tell A from B), and the engine count for the chunks."""
+
+    checkpoints: dict[str, Checkpoint]
+    goldens: dict[str, list[int]]
+    tokens: int
+    engines: int
+
+    @classmethod
+    def of(cls, checkpoints: dict[str, Checkpoint], goldens: dict[str, list[int]], engines: int) -> Weights:
+        apart = first_difference(goldens["A"], goldens["B"])
+        tokens = max(MAX_TOKENS, (apart or 0) + 1)
+        return cls(checkpoints, {k: list(v[:tokens]) for k, v in goldens.items()}, tokens, engines)
+
+
+def _version(engine: Engine) -> tuple[str | None, list[str]]:
+    """GET /weight_info's version (under DP the engines' common answer), or what went wrong."""
+    reply = engine.control.call("GET", "/weight_info")
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return None, [f"GET /weight_info gave no common version: {reply.describe()}"]
+    return str(reply.body.get("weight_version")), []
+
+
 def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                   in_scope: Callable[[str], bool] = lambda behaviour: True,
-                  engines: int = 1) -> type[RuleBasedStateMachine]:
+                  engines: int = 1, weights: Weights | None = None) -> type[RuleBasedStateMachine]:
+    client = WeightClient(engine.control, engine.server.facts)
+    loaded = {"label": "A"}  # what the last sync left on the engine, across sequences
+    tokens = weights.tokens if weights else MAX_TOKENS
+
+    def put_back_a() -> None:
+        """A sequence that ended on B (or mid-sync) leaves A for the next one and the tests after."""
+        if weights is None or loaded["label"] == "A":
+            return
+        engine.to_baseline()
+        engine.control.pause("keep")
+        client.push(weights.checkpoints["A"], "exploration-restore", weights.engines)
+        engine.control.resume()
+        loaded["label"] = "A"
+
     class LifecycleMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             stats["sequences"] += 1
+            put_back_a()
             engine.to_baseline()
-            self.state = model.State(profile=engine.profile)
+            version = None
+            if weights is not None:
+                version, problems = _version(engine)
+                if problems:
+                    raise DiscrepancyError("at the start of a sequence: " + "; ".join(problems))
+            self.state = model.State(profile=engine.profile, version=version)
             self.requests: dict[int, Generation] = {}
             self.numbers = itertools.count(1)
             self.history = model.History(engine.server.url)
@@ -96,14 +149,49 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             self._call(model.reset_prefix_cache(self.state),
                        engine.control.call("POST", "/reset_prefix_cache"), "POST /reset_prefix_cache")
 
+        @precondition(lambda self: weights is not None and self.state.can_sync)
+        @rule(checkpoint=st.sampled_from(["A", "B"]), version=st.sampled_from([None, "v1", "v2"]))
+        def sync(self, checkpoint: str, version: str | None) -> None:
+            assert weights is not None
+            prediction = model.sync(self.state, checkpoint, version)
+            label = f"weight sync of checkpoint {checkpoint} (finish version {version})"
+            stats["syncs"] = stats.get("syncs", 0) + 1
+            loaded["label"] = "?"  # unknown until the session is seen through
+            calls = client.try_push(weights.checkpoints[checkpoint], version, weights.engines)
+            self.history.note(f"{label}: " + ", ".join(f"{c.route} {c.status}" for c in calls))
+            refused = [f"{c.route} answered {c.status}: {str(c.answer)[:200]}" for c in calls if not c.ok]
+            if refused:
+                self._fail(label, prediction, refused)
+            loaded["label"] = checkpoint
+            self._judge(prediction, label)
+
+        # The RL step in one draw, its first rollout included (a sync needs a pause first, and
+        # a random walk seldom leaves the pause in place and then sends a request).
+        @precondition(lambda self: weights is not None and self.state.runnable
+                      and len(self.state.held) < MAX_HELD)
+        @rule(checkpoint=st.sampled_from(["A", "B"]))
+        def rl_step(self, checkpoint: str) -> None:
+            self.pause("keep")
+            self.sync(checkpoint, f"step-{checkpoint}")
+            self.resume()
+            self.request()
+
+        @precondition(lambda self: weights is not None)
+        @rule(version=st.sampled_from(["u1", "u2"]))
+        def update_weight_version(self, version: str) -> None:
+            self._call(model.set_weight_version(self.state, version),
+                       engine.control.call("POST", "/update_weight_version", json={"new_version": version}),
+                       f"POST /update_weight_version {version}")
+
         @precondition(lambda self: len(self.state.held) < MAX_HELD)
         @rule()
         def request(self) -> None:
             number = next(self.numbers)
             prediction = model.arrive(self.state, number)
-            gen = engine.gen.start(f"request {number}", MAX_TOKENS)
+            prompt = golden.HTTP_PROMPT if weights else f"request {number}"
+            gen = engine.gen.start(prompt, tokens)
             self.requests[number] = gen
-            self.history.request(number, MAX_TOKENS, engine.server.config.served_model_name)
+            self.history.request(number, tokens, engine.server.config.served_model_name, prompt)
             if number in prediction.state.held:
                 # Accepted before the next call, or the next call races the arrival.
                 wait_until(lambda: gen.done.is_set()
@@ -113,6 +201,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         def teardown(self) -> None:
             engine.to_baseline()
             engine.gen.join_all(engine.request_timeout)
+            put_back_a()
 
         # -- judging -------------------------------------------------------------------------
         def _call(self, prediction: model.Prediction, reply: Reply, label: str) -> None:
@@ -126,9 +215,10 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             stats["steps"] += 1
             problems: list[str] = []
             for number in prediction.completes:
-                problems += self._ended(number, lambda g: judges.completed(g, MAX_TOKENS))
+                problems += self._ended(number, lambda g, n=number: judges.completed(g, tokens)
+                                        + self._ran_on(g, prediction.state.weights, n))
             for number in prediction.aborted:
-                problems += self._ended(number, lambda g: judges.aborted(g, MAX_TOKENS))
+                problems += self._ended(number, lambda g: judges.aborted(g, tokens))
             for number in prediction.rejected:
                 if not self.requests[number].done.wait(REJECT_WITHIN_S):
                     problems.append(f"request {number}: no rejection within {REJECT_WITHIN_S:g} s; "
@@ -138,7 +228,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             after = prediction.state
             if after.held and wait_until(
                     lambda: any(self.requests[n].done.is_set() for n in after.held), HOLD_GRACE_S):
-                ended = [model.Ended(n, tuple(judges.completed(self.requests[n], MAX_TOKENS)),
+                ended = [model.Ended(n, tuple(judges.completed(self.requests[n], tokens)),
                                      self.requests[n].summary())
                          for n in after.held if self.requests[n].done.is_set()]
                 # Only a finding recorded for this profile, release and platform explains it, and
@@ -149,7 +239,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                     ran = [e.number for e in ended if e.number not in after.held]
                     findings.append(f"{finding}: after '{label}' requests {ran} ran "
                                     f"(asleep {sorted(after.asleep)}, unpaused)")
-            observed, disagreements = _observe(engine, len(after.held), engines)
+            observed, disagreements = _observe(engine, len(after.held), engines, weights is not None)
             differences, explained = model.judge_observation(after, observed, in_scope)
             if explained is not None:
                 findings.append(f"{explained}: after '{label}' the gauge read {observed.gauge} "
@@ -158,6 +248,14 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             if problems:
                 self._fail(label, prediction, problems)
             self.state = after
+
+        @staticmethod
+        def _ran_on(gen: Generation, checkpoint: str, number: int) -> list[str]:
+            """A request that ran whole must be the golden output of the checkpoint loaded."""
+            if weights is None or gen.error is not None or len(gen.token_ids) != tokens:
+                return []  # judged by completed(): a request cut short has no full output
+            return serves_problems({f"request {number}": gen.token_ids}, checkpoint, weights.goldens,
+                                   "ran")
 
         def _ended(self, number: int, judge: Callable[[Generation], list[str]]) -> list[str]:
             gen = self.requests[number]
@@ -190,23 +288,25 @@ def _reply_problems(prediction: model.Prediction, reply: Reply) -> list[str]:
     return [f"expected {prediction.status} {prediction.body or ''}; observed {reply.describe()}"]
 
 
-def _observe(engine: Engine, expected_load: int, engines: int) -> tuple[model.Observation, list[str]]:
+def _observe(engine: Engine, expected_load: int, engines: int,
+             versions: bool = False) -> tuple[model.Observation, list[str]]:
     """What the engine shows, and (several engines) where the engines do not agree."""
     # /load drops when a response has been written, a moment after the client saw it end.
     wait_until(lambda: engine.control.load() == expected_load, 2.0)
+    version, problems = _version(engine) if versions else (None, [])
     if engines == 1:
         gauge = engine.control.sleep_state()
         return model.Observation(
             is_sleeping=engine.control.is_sleeping(), is_paused=engine.control.is_paused(),
             gauge=tuple(int(v) for v in gauge) if gauge else None,  # type: ignore[arg-type]
-            load=engine.control.load(),
-        ), []
+            load=engine.control.load(), version=version,
+        ), problems
     # Several engines: the flags are consensus queries (a 500 when the engines disagree) and
     # the gauge has one sample per engine label; each must agree before it is compared.
     sleeping = engine.control.call("GET", "/is_sleeping")
     paused = engine.control.call("GET", "/is_paused")
     disagreements = [f"the engines gave no common answer: {r.describe()}"
-                     for r in (sleeping, paused) if r.status != 200]
+                     for r in (sleeping, paused) if r.status != 200] + problems
     gauges = tj.gauges(engine.control.metrics_text(), engines)
     gauge = tj.common_gauge(gauges)
     if gauge is None:
@@ -215,7 +315,7 @@ def _observe(engine: Engine, expected_load: int, engines: int) -> tuple[model.Ob
         is_sleeping=bool(sleeping.body.get("is_sleeping")) if sleeping.status == 200 else False,
         is_paused=bool(paused.body.get("is_paused")) if paused.status == 200 else False,
         gauge=gauge,  # type: ignore[arg-type]
-        load=engine.control.load(),
+        load=engine.control.load(), version=version,
     ), disagreements
 
 
@@ -229,25 +329,41 @@ def _cap_shrinking(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.behaviour("exploration/reference-model")
-def test_reference_model(engine, run_state, request, record_property, monkeypatch):
+def test_reference_model(sync_checkpoints, engine, run_state, request, record_property, monkeypatch):
     explore(engine, 1, run_state.config.explore_examples, run_state, request, record_property,
-            monkeypatch)
+            monkeypatch, sync_checkpoints)
 
 
 @pytest.mark.behaviour("topology/reference-model")
 @pytest.mark.topologies("dp2")
-def test_reference_model_on_every_engine(topology_engine, topology, run_state, request,
+def test_reference_model_on_every_engine(sync_checkpoints, topology_engine, topology, run_state, request,
                                          record_property, monkeypatch):
     explore(topology_engine, topology.engines, run_state.config.topology_explore_examples,
-            run_state, request, record_property, monkeypatch)
+            run_state, request, record_property, monkeypatch, sync_checkpoints)
+
+
+def exploration_weights(sync_checkpoints: tuple[dict[str, Checkpoint], dict[str, list[int]]] | str,
+                        applicable: str | None, engines: int) -> tuple[Weights | None, str]:
+    """The weights the exploration syncs, or why it does not: the suite cannot sync here (another
+    model, an external target) or the release predates the session the syncs need."""
+    if isinstance(sync_checkpoints, str):
+        return None, f"no weight syncs: {sync_checkpoints}"
+    if applicable:
+        return None, f"no weight syncs: {applicable}"
+    checkpoints, goldens = sync_checkpoints
+    return Weights.of(checkpoints, goldens, engines), ""
 
 
 def explore(engine: Engine, engines: int, examples: int, run_state, request, record_property,
-            monkeypatch) -> None:
+            monkeypatch, sync_checkpoints) -> None:
     suite = run_state.config
     _cap_shrinking(monkeypatch)
     findings: list[str] = []
-    stats = {"sequences": 0, "steps": 0}
+    stats = {"sequences": 0, "steps": 0, "syncs": 0}
+    needed = "weights/sync-reaches-every-rank" if engines > 1 else "weights/sync-lands"
+    weights, no_syncs = exploration_weights(
+        sync_checkpoints, run_state.catalog[needed].applicable(
+            run_state.target.vllm_version if run_state.target else None), engines)
     # One database per profile and engine count: a sequence saved under another model or
     # topology is no example for this one.
     database = DirectoryBasedExampleDatabase(
@@ -265,7 +381,7 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         def in_scope(behaviour: str) -> bool:
             return finding_reached(run_state.expectations, behaviour, instance)
 
-        run_state_machine_as_test(build_machine(engine, findings, stats, in_scope, engines),
+        run_state_machine_as_test(build_machine(engine, findings, stats, in_scope, engines, weights),
                                   settings=budget)
     finally:
         reached = sorted(set(findings))
@@ -275,3 +391,5 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         if entry is not None:
             entry["findings_reached"] = reached
             entry["explored"] = stats
+            if no_syncs:
+                entry.setdefault("notes", []).append(no_syncs)

@@ -38,7 +38,9 @@ class State:
     gauge: tuple[int, int, int] = AWAKE
     admission_closed: bool = False
     held: tuple[int, ...] = ()  # request numbers accepted and unanswered
-    weights: str = "A"  # the checkpoint a request runs on now
+    # The checkpoint a request runs on now; None once a level-2 sleep discarded the weights
+    # (vLLM documents their content as undefined after the wake until a sync or reload).
+    weights: str | None = "A"
     version: str | None = None  # the committed weight version; None: not tracked
 
     @property
@@ -88,6 +90,12 @@ def _release(state: State, **changes: object) -> tuple[State, tuple[int, ...]]:
     return after, ()
 
 
+def _weights_after_sleep(state: State, level: int) -> str | None:
+    """Level 2 discards resident weights; level 1 offloads and restores them on wake, and a
+    sleep while they are already asleep changes no memory."""
+    return None if level == 2 and "weights" not in state.asleep else state.weights
+
+
 def sleep(state: State, level: int, mode: str | None) -> Prediction:
     profile = PROFILES[state.profile]
     relies = ("flags/sleep-level", "metrics/sleep-ops-counted")
@@ -97,14 +105,16 @@ def sleep(state: State, level: int, mode: str | None) -> Prediction:
                               body_mentions="pause")
         # A pure memory transition: no request's fate changes.
         asleep = state.asleep if level == 0 or "weights" in state.asleep else TAGS
-        after = replace(state, asleep=asleep, gauge=gauge_for(level))
+        after = replace(state, asleep=asleep, gauge=gauge_for(level),
+                        weights=_weights_after_sleep(state, level))
         return Prediction(200, {"status": "sleeping", "level": level}, after, relies)
     mode = mode or "abort"  # the endpoint's default
     aborted = state.held if mode == "abort" else ()
     held = () if mode == "abort" else state.held
     # A second level>=1 sleep while weights are asleep is a logged no-op for memory.
     asleep = state.asleep if level == 0 or "weights" in state.asleep else TAGS
-    after = replace(state, paused=True, asleep=asleep, gauge=gauge_for(level), held=held)
+    after = replace(state, paused=True, asleep=asleep, gauge=gauge_for(level), held=held,
+                    weights=_weights_after_sleep(state, level))
     return Prediction(200, {"status": "sleeping", "level": level}, after,
                       (*relies, "custody/sleep-in-flight", "misuse/sleep-while-asleep"),
                       aborted=aborted)

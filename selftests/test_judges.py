@@ -62,3 +62,16 @@ def test_logprob_limit_at_below_and_above(observed, ok):
     assert (message is None) == ok
     if not ok:
         assert "observed" in message and "limit <= 0.01" in message
+
+
+def test_a_request_that_ended_before_the_pause_was_sent_voids_the_trial() -> None:
+    gen = Generation(stream=False, max_tokens=8, started=10.0, ended=12.0)
+    gen.finish_reasons = {0: "length"}
+    assert "ended 1.00 s before the pause was sent" in (judges.ended_before(gen, sent=13.0) or "")
+
+
+@pytest.mark.parametrize("ended", [None, 13.0, 20.0])
+def test_a_request_open_when_the_pause_was_sent_is_judged(ended: float | None) -> None:
+    # Still open, ended with the send, or after: the pause's rule applies (abort must have cut it).
+    gen = Generation(stream=False, max_tokens=8, started=10.0, ended=ended)
+    assert judges.ended_before(gen, sent=13.0) is None

@@ -301,3 +301,20 @@ def test_the_observed_version_is_judged_where_the_model_tracks_it():
     assert excused is None and "version='v1'" in problems[0] and "version='default'" in problems[0]
     untracked = model.Observation(False, False, AWAKE, 0)
     assert model.judge_observation(State(), untracked, lambda b: True) == ([], None)
+
+
+def test_a_level2_sleep_leaves_the_weights_undefined_until_a_sync():
+    discarded = final(run(State(), lambda s: model.sleep(s, 2, None),
+                          lambda s: model.wake_up(s, None)))
+    assert discarded.weights is None  # vLLM: reload after a level-2 wake
+    offloaded = final(run(State(), lambda s: model.sleep(s, 1, None),
+                          lambda s: model.wake_up(s, None)))
+    assert offloaded.weights == "A"  # level 1 keeps a copy and restores it
+    # A second sleep while the weights are already offloaded changes no memory.
+    again = final(run(State(), lambda s: model.sleep(s, 1, None), lambda s: model.sleep(s, 2, None)))
+    assert again.weights == "A"
+    colocated = final(run(State(), lambda s: model.sleep(s, 2, None),
+                          lambda s: model.wake_up(s, ("weights",)),
+                          lambda s: model.sync(s, "B", None),
+                          lambda s: model.wake_up(s, ("kv_cache",))))
+    assert (colocated.weights, colocated.runnable) == ("B", True)

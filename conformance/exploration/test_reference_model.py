@@ -108,6 +108,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         # -- calls ---------------------------------------------------------------------------
         @rule(level=st.sampled_from([0, 1, 2]), mode=st.sampled_from([None, "abort", "keep"]))
         def sleep(self, level: int, mode: str | None) -> None:
+            self._discards(level)
             self._call(model.sleep(self.state, level, mode), engine.control.sleep(level, mode),
                        f"POST /sleep level={level} mode={mode or 'default'}")
 
@@ -116,6 +117,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         @precondition(lambda self: not self.state.held)
         @rule(level=st.sampled_from([0, 1, 2]))
         def sleep_wait(self, level: int) -> None:
+            self._discards(level)
             self._call(model.sleep(self.state, level, "wait"), engine.control.sleep(level, "wait"),
                        f"POST /sleep level={level} mode=wait")
 
@@ -176,6 +178,22 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             self.resume()
             self.request()
 
+        # The colocated RL step in one draw, as verl and SkyRL (level 2) or NeMo-RL and
+        # OpenRLHF (prefix reset, level 1) run it: the weights wake alone, take the sync, then
+        # the KV cache wakes; a random walk seldom strings a partial wake and a sync together.
+        @precondition(lambda self: weights is not None and self.state.runnable
+                      and len(self.state.held) < MAX_HELD)
+        @rule(level=st.sampled_from([1, 2]), checkpoint=st.sampled_from(["A", "B"]))
+        def colocated_step(self, level: int, checkpoint: str) -> None:
+            if level == 1:
+                self.reset_prefix_cache()
+            self.sleep(level, None)
+            self.wake_up(("weights",))
+            self.sync(checkpoint, f"colocated-{checkpoint}")
+            self.wake_up(("kv_cache",))
+            self.resume()
+            self.request()
+
         @precondition(lambda self: weights is not None)
         @rule(version=st.sampled_from(["u1", "u2"]))
         def update_weight_version(self, version: str) -> None:
@@ -202,6 +220,11 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             engine.to_baseline()
             engine.gen.join_all(engine.request_timeout)
             put_back_a()
+
+        def _discards(self, level: int) -> None:
+            """A level-2 sleep of resident weights leaves them undefined: A is put back after."""
+            if level == 2 and "weights" not in self.state.asleep:
+                loaded["label"] = "?"
 
         # -- judging -------------------------------------------------------------------------
         def _call(self, prediction: model.Prediction, reply: Reply, label: str) -> None:
@@ -250,9 +273,11 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             self.state = after
 
         @staticmethod
-        def _ran_on(gen: Generation, checkpoint: str, number: int) -> list[str]:
-            """A request that ran whole must be the golden output of the checkpoint loaded."""
-            if weights is None or gen.error is not None or len(gen.token_ids) != tokens:
+        def _ran_on(gen: Generation, checkpoint: str | None, number: int) -> list[str]:
+            """A request that ran whole must be the golden output of the checkpoint loaded
+            (none after a level-2 sleep discarded it: the output is undefined until a sync)."""
+            if (weights is None or checkpoint is None or gen.error is not None
+                    or len(gen.token_ids) != tokens):
                 return []  # judged by completed(): a request cut short has no full output
             return serves_problems({f"request {number}": gen.token_ids}, checkpoint, weights.goldens,
                                    "ran")

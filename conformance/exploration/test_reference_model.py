@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
+from fixtures.errors import ServerDiedError
 from fixtures.judging import golden, judges
 from fixtures.judging import topology_judges as tj
 from fixtures.judging.weight_judges import first_difference, serves_problems
@@ -90,11 +92,24 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         loaded["label"] = "A"
 
     class LifecycleMachine(RuleBasedStateMachine):
+        # The calls that led to the server's death, kept from the sequence that saw it (or,
+        # when the next one met it first, the one before): the sequences Hypothesis tries after
+        # it (to shrink, or to check the failure replays) meet a dead server and would report
+        # only that.
+        died: ClassVar[list[str]] = []
+        last: ClassVar[list[str]] = []  # the latest finished sequence's calls
+
         def __init__(self) -> None:
             super().__init__()
+            if self.died:
+                raise ServerDiedError("the server died in an earlier sequence of this exploration")
             stats["sequences"] += 1
-            put_back_a()
-            engine.to_baseline()
+            try:
+                put_back_a()
+                engine.to_baseline()
+            except ServerDiedError:
+                self._died(self.last[-1] if self.last else "(before the exploration's first call)")
+                raise
             version = None
             if weights is not None:
                 version, problems = _version(engine)
@@ -217,9 +232,30 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             self._judge(prediction, f"request {number} arrives")
 
         def teardown(self) -> None:
-            engine.to_baseline()
-            engine.gen.join_all(engine.request_timeout)
-            put_back_a()
+            script = self._death_script()
+            self.last[:] = [script]
+            try:
+                engine.server.ensure_alive()
+                engine.to_baseline()
+                engine.gen.join_all(engine.request_timeout)
+                put_back_a()
+            except ServerDiedError:
+                self._died(script)
+                raise
+
+        def _died(self, script: str) -> None:
+            if not self.died:
+                self.died.append(script)
+
+        def _death_script(self) -> str:
+            """The sequence's calls, ending with the last one sent (the answer never came, or
+            came from a server that was already going)."""
+            script = self.history.script()
+            sent = engine.control.last_sent
+            if sent is not None:
+                script += (f"\ncurl -s -X {sent[0]} '{engine.server.url}{sent[1]}'"
+                           f"  # the last call sent before the server died")
+            return script
 
         def _discards(self, level: int) -> None:
             """A level-2 sleep of resident weights leaves them undefined: A is put back after."""
@@ -379,6 +415,20 @@ def exploration_weights(sync_checkpoints: tuple[dict[str, Checkpoint], dict[str,
     return Weights.of(checkpoints, goldens, engines), ""
 
 
+def run_machine(machine: type[RuleBasedStateMachine], budget: settings) -> None:
+    """Run the exploration; a server that died during it is reported with the calls that led
+    there (the outcome hook makes it the engine's failure where its log reports the death, an
+    error otherwise), not as whatever Hypothesis made of the sequences after it."""
+    try:
+        run_state_machine_as_test(machine, settings=budget)
+    except Exception as exc:
+        died = getattr(machine, "died", [])
+        if died:
+            raise ServerDiedError(f"the server died while exploring; the calls that led there:\n"
+                                  f"{died[0]}") from exc
+        raise
+
+
 def explore(engine: Engine, engines: int, examples: int, run_state, request, record_property,
             monkeypatch, sync_checkpoints) -> None:
     suite = run_state.config
@@ -406,8 +456,7 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         def in_scope(behaviour: str) -> bool:
             return finding_reached(run_state.expectations, behaviour, instance)
 
-        run_state_machine_as_test(build_machine(engine, findings, stats, in_scope, engines, weights),
-                                  settings=budget)
+        run_machine(build_machine(engine, findings, stats, in_scope, engines, weights), budget)
     finally:
         reached = sorted(set(findings))
         record_property("findings_reached", reached)

@@ -294,14 +294,34 @@ WHOLE = {
         "chunk-before-start: /update_weights: refused with 500 (a server error), expected a 4xx "
         "(the caller's error)"],
     "weights/failed-chunk-keeps-engine": [
-        "after the refused chunk the engine no longer serves: /health 503; the golden prompt "
-        "InternalServerError: Error code: 500 - EngineCore encountered an issue. See stack trace "
-        "(above) for the root cause."],
+        "after the refused chunk the engine died: /health 503; the engine's log: EngineCore "
+        "encountered a fatal error: RuntimeError: Worker failed with error "
+        "'_C::onednn_mm: attempted to run this operator with Meta tensors, but there was no fake impl "
+        "or Meta kernel registered. You may have run into this message while using an operator with "
+        "PT2 compilation APIs (torch.compile/torch.export); in order to use this operator with those "
+        "APIs you'll need to add a fake impl. Please see the following for next steps:  "
+        "https://pytorch.org/tutorials/advanced/custom_ops_landing_page.html', please check the "
+        "stack trace above for the root cause",
+        "after the refused chunk the engine died: the server exited; the engine's log: EngineCore "
+        "encountered a fatal error: RuntimeError: Worker failed with error 'Tensor on device cpu "
+        "is not on the expected device meta!', please check the stack trace above for the root "
+        "cause"],
     "weights/request-mid-session": [
-        "after a request sent mid-session the engine is unhealthy: /health 503; the request "
-        "finish_reasons={} completion_tokens=None chunks=0 took=0.03s error=InternalServerError("
-        "'Error code: 500 - EngineCore encountered an issue. See stack trace (above) for the root "
-        "cause.')"],
+        "a request sent mid-session (no pause, 1 of 3 chunks of B loaded) killed the engine: "
+        "/health 503; the engine's log: EngineCore encountered a fatal error: RuntimeError: Worker "
+        "failed with error 'Tensor on device cpu is not on the expected device meta!', please "
+        "check the stack trace above for the root cause; the request finish_reasons={} "
+        "completion_tokens=None chunks=0 took=0.03s error=InternalServerError('Error code: 500 - "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.')",
+        "a request sent mid-session (no pause, 1 of 3 chunks of B loaded) killed the engine: the "
+        "server exited; the engine's log: EngineCore encountered a fatal error: RuntimeError: "
+        "Worker failed with error "
+        "'_C::onednn_mm: attempted to run this operator with Meta tensors, but there was no fake impl "
+        "or Meta kernel registered. You may have run into this message while using an operator with "
+        "PT2 compilation APIs (torch.compile/torch.export); in order to use this operator with those "
+        "APIs you'll need to add a fake impl. Please see the following for next steps:  "
+        "https://pytorch.org/tutorials/advanced/custom_ops_landing_page.html', please check the "
+        "stack trace above for the root cause; the request got no reply: the server went away"],
     "flags/llm-pause-resume": [
         "pause_generation() raised AttributeError: 'LLM' object has no attribute 'pause_generation' "
         "(0.00 s); expected it to return"],

@@ -15,6 +15,7 @@ from fixtures.observing.weight_sync import layer_chunks, update_info
 
 
 @pytest.mark.behaviour("weights/request-mid-session")
+@pytest.mark.ends_shared_server_on_failure  # 0.27-0.32 lose the engine here (a finding)
 def test_request_mid_session(goldens, checkpoints, engine, weights, note):
     b = checkpoints["B"]
     chunks = layer_chunks(b.tensor_names())

@@ -20,6 +20,8 @@ from vllm.distributed.weight_transfer.base import (  # type: ignore[import-not-f
     WeightTransferUpdateInfo,
 )
 
+from weight_transfer.modes import FILE, IPC, init_mode
+
 LOG_PREFIX = "vllm-lifecycle-weights:"
 
 
@@ -46,9 +48,55 @@ def _no_mtp_check() -> Any:
     return disable_mtp_completeness_check()
 
 
+def _vllm_engine(mode: str) -> type:
+    """vLLM's own worker-side engine for an ipc or nccl session (CUDA only)."""
+    if mode == IPC:
+        from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferEngine
+
+        return IPCWeightTransferEngine  # type: ignore[no-any-return]
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+
+    return NCCLWeightTransferEngine  # type: ignore[no-any-return]
+
+
 class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo]):
+    """The suite's file chunks; an init from vLLM's own ipc or nccl trainer instead hands the
+    session to vLLM's engine for it (weight_transfer/modes.py), so a GPU server started with
+    this backend also serves vLLM's trainer side unchanged."""
+
     init_info_cls = FileInitInfo
     update_info_cls = FileUpdateInfo
+    _delegate: Any = None  # vLLM's engine while an ipc or nccl session is set up
+
+    def parse_init_info(self, init_dict: dict[str, Any]) -> Any:
+        mode = init_mode(init_dict)
+        if mode == FILE:
+            if self._delegate is not None:
+                self._delegate.shutdown()
+            self._delegate = None
+            return super().parse_init_info(init_dict)
+        self._delegate = _vllm_engine(mode)(self.config, self.vllm_config, self.device, self.model)
+        self._log(f"init from vLLM's {mode} trainer")
+        return self._delegate.parse_init_info(init_dict)
+
+    def parse_update_info(self, update_dict: dict[str, Any]) -> Any:
+        if self._delegate is not None:
+            return self._delegate.parse_update_info(update_dict)
+        return super().parse_update_info(update_dict)
+
+    def set_weight_update_target(self, model: Any, model_config: Any) -> None:
+        super().set_weight_update_target(model, model_config)
+        if self._delegate is not None:
+            self._delegate.set_weight_update_target(model, model_config)
+
+    def drain_pending(self) -> None:
+        if self._delegate is not None:
+            self._delegate.drain_pending()
+
+    def reset_weight_update_target(self) -> None:
+        super().reset_weight_update_target()
+        if self._delegate is not None:
+            self._delegate.reset_weight_update_target()
 
     def _where(self) -> str:
         parallel = self.parallel_config
@@ -57,20 +105,32 @@ class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo
     def _log(self, text: str) -> None:
         print(f"{LOG_PREFIX} {text} ({self._where()})", file=sys.stderr, flush=True)
 
-    def init_transfer_engine(self, init_info: FileInitInfo) -> None:
+    def init_transfer_engine(self, init_info: Any) -> None:
+        if self._delegate is not None:
+            self._delegate.init_transfer_engine(init_info)
+            return
         self._log(f"init from trainer {init_info.trainer!r}")
 
     def start_weight_update(self) -> None:
+        if self._delegate is not None:
+            self._delegate.start_weight_update()
+            return
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
         initialize_layerwise_reload(self.model)
 
     def finish_weight_update(self) -> None:
+        if self._delegate is not None:
+            self._delegate.finish_weight_update()
+            return
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
 
         finalize_layerwise_reload(self.model, self.model_config)
 
-    def receive_weights(self, update_info: FileUpdateInfo) -> None:
+    def receive_weights(self, update_info: Any) -> None:
+        if self._delegate is not None:
+            self._delegate.receive_weights(update_info)
+            return
         from safetensors import safe_open
 
         if not update_info.path or not os.path.isfile(update_info.path):
@@ -87,6 +147,9 @@ class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo
         self._log(f"loaded {len(weights)} tensor(s) from {os.path.basename(update_info.path)}")
 
     def shutdown(self) -> None:
+        if self._delegate is not None:
+            self._delegate.shutdown()
+            self._delegate = None
         self._log("shutdown")
 
     @staticmethod

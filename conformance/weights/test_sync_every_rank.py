@@ -1,16 +1,22 @@
-"""Under data parallelism a sync reaches every engine: per-rank chunks, each rank's own output."""
+"""Under data parallelism a sync reaches every engine: per-rank chunks, each rank's own output;
+on a GPU target also through vLLM's own nccl trainer (a broadcast from rank 0)."""
 
 import pytest
 
 from fixtures.judging.expect import reply_is
 from fixtures.judging.expect import serves as assert_serves
 from fixtures.judging.weight_judges import version_problems
+from fixtures.observing.weight_sync import vllm_trainer_client
 
 
 @pytest.mark.behaviour("weights/sync-reaches-every-rank")
 @pytest.mark.topologies("dp2")
-def test_sync_reaches_every_rank(goldens, checkpoints, topology, topology_engine, topology_weights):
+@pytest.mark.parametrize("trainer", ["suite", "vllm-trainer"])
+def test_sync_reaches_every_rank(goldens, checkpoints, topology, topology_engine, topology_weights,
+                                 trainer, run_state):
     e, n, w = topology_engine, topology.engines, topology_weights
+    if trainer == "vllm-trainer":  # a GPU target: vLLM's nccl trainer; elsewhere a skip naming why
+        w = vllm_trainer_client(e, run_state.config.python, n)
     reply_is(e.control.pause(mode="keep"), 200, {"status": "paused"})
     w.sync(checkpoints["B"], "dp-B", engines=n)
     reply_is(e.control.resume(), 200, {"status": "resumed"})

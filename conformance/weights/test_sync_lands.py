@@ -1,20 +1,21 @@
 """A sync lands: after a session pushing checkpoint B the engine serves B's golden output, and
 pushing A back restores A's; the same through reload_weights from another weights_path and
 through a worker extension's in-place reload reached by collective_rpc (the RL frameworks'
-path today)."""
+path today), and through vLLM's own trainer side (ipc; GPU targets only)."""
 
 import pytest
 
 from fixtures.judging.expect import reply_is
 from fixtures.judging.expect import serves as assert_serves
 from fixtures.launching.environments import WORKER_EXTENSION
+from fixtures.observing.weight_sync import vllm_trainer_client
 
 
 def sync(engine, weights, path: str, checkpoint) -> None:
     """While paused: the trainer's sync (the suite's whole session, its version the checkpoint's
-    label, or a user's --lifecycle-weight-sync), or a reload."""
+    label, or a user's --lifecycle-weight-sync; vLLM's own trainer side), or a reload."""
     reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
-    if path == "session":
+    if path in ("session", "vllm-trainer"):
         weights.sync(checkpoint, checkpoint.label)
     elif path == "worker-extension":
         reload = weights.extension_load(checkpoint, "lifecycle_reload_tensors")
@@ -28,8 +29,10 @@ def sync(engine, weights, path: str, checkpoint) -> None:
 
 
 @pytest.mark.behaviour("weights/sync-lands")
-@pytest.mark.parametrize("path", ["session", "reload-from-path", "worker-extension"])
-def test_sync_lands(goldens, checkpoints, engine, weights, path):
+@pytest.mark.parametrize("path", ["session", "reload-from-path", "worker-extension", "vllm-trainer"])
+def test_sync_lands(goldens, checkpoints, engine, weights, path, run_state):
+    if path == "vllm-trainer":  # a GPU target: vLLM's ipc trainer; elsewhere a skip naming why
+        weights = vllm_trainer_client(engine, run_state.config.python, 1)
     if path == "worker-extension" and WORKER_EXTENSION not in engine.server.config.args:
         pytest.skip(f"the server runs another --worker-extension-cls (--lifecycle-weight-sync "
                     f"{weights.path.spec if weights.path else ''}), not the suite's {WORKER_EXTENSION}")

@@ -149,3 +149,15 @@ def test_ran_while_held_matches_every_way_the_hold_judge_reports_a_run():
     for problem in problems:
         assert re.search(r.RAN_WHILE_HELD, f"only 'weights' awake: {problem}", re.DOTALL), problem
     assert not re.search(r.RAN_WHILE_HELD, "request did not end within 120 s of the abort")
+
+
+def test_every_slice_leaves_out_the_gpu_only_instances():
+    # vLLM's own trainer skips on the CPU engine; a skip in a slice would make the case broken.
+    from faults.detection import GPU_ONLY, cases
+
+    for case in cases():
+        args = case.pytest_args()
+        keyword = args[args.index("-k") + 1]
+        assert keyword.endswith(f"not {GPU_ONLY}"), (case.name, keyword)
+        if case.keyword:
+            assert keyword.startswith(f"({case.keyword}) and "), (case.name, keyword)

@@ -102,7 +102,6 @@ class VLLMTrainerSync:
 
     python: str  # the target's interpreter: it has torch with CUDA and vLLM
     visible: tuple[str, ...]  # the GPUs the run may use, the engines' first
-    launch_args: tuple[str, ...] = ()
 
     def sync(self, target: SyncTarget) -> None:
         backend = choose_backend(target.engines)

@@ -145,6 +145,8 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("rss-leak-per-cycle", "mechanism/host-rss-stable"): [
         beyond(measured.host_rss_stable([1000 + 64 * i for i in range(10)], LIMITS)),
         beyond(measured.host_rss_stable([1000 + 12 * i for i in range(10)], LIMITS))],
+    ("rss-leak-per-cycle", "mechanism/device-memory-stable"): [
+        beyond(measured.device_memory_stable([(3 << 30) + (128 << 20) * i for i in range(10)], LIMITS))],
     ("double-sleep-500", "misuse/sleep-while-asleep"): [
         reply_is("200 {'status': 'sleeping', 'level': 1}",
                  "POST /sleep?level=1 -> 500 {'error': 'Call to sleep method failed'} (0.02 s)")],
@@ -214,6 +216,11 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         # the measurements within their limits never fail the test
         "mechanism/host-rss-stable growth_per_cycle: observed 0.001 fraction of the first cycle's "
         "RSS, limit <= 0.01 (within by 0.009)"],
+    "mechanism/device-memory-stable": [
+        reply_is("200 {'status': 'sleeping', 'level': 1}",
+                 "POST /sleep?level=1 -> 500 {'error': 'sleep failed'} (0.02 s)"),
+        "mechanism/device-memory-stable residual_growth_per_cycle: observed 1.04858e+06 bytes per "
+        "cycle, limit <= 6.71089e+07 (within by 6.60603e+07)"],
     "mechanism/logprob-drift": [
         reply_is("200 {'status': 'awake'}", "POST /wake_up -> 500 {'error': 'logprobs'} (0.02 s)"),
         "mechanism/logprob-drift max_abs_logprob_diff: observed 0.001 nats, limit <= 0.01 "
@@ -276,6 +283,7 @@ OTHER_MESSAGES: dict[str, list[str]] = {
 # tightened wording now has to tell apart from the rest.
 CROSS_CHECKED = {
     ("rss-leak-per-cycle", "mechanism/host-rss-stable"),
+    ("rss-leak-per-cycle", "mechanism/device-memory-stable"),
     ("wake-perturbs-weights", "mechanism/logprob-drift"),
     ("buffered-delta-dropped", "custody/drain-delivers-once"),
     ("late-arrival-dropped", "custody/late-arrival"),

@@ -228,6 +228,31 @@ def test_memory_freed_for_others():
     assert judges.failures(judges.freed_for_others(0, 0, LIMITS))  # nothing freed at all
 
 
+def test_memory_freed_for_others_needs_the_kv_cache_freed():
+    """A sleep that frees a few MiB of noise, all of which another process gets, judged nothing:
+    with the KV cache's size known, what was freed is held to it first."""
+    noise = judges.freed_for_others(4 << 20, 4 << 20, LIMITS, kv_cache=GIB)
+    assert [m.name for m in noise if not m.ok] == ["kv_released_fraction"]
+    nothing = judges.freed_for_others(-(1 << 20), None, LIMITS, kv_cache=GIB)  # no allocation tried
+    assert [(m.name, m.observed, m.ok) for m in nothing] == [("kv_released_fraction", 0.0, False)]
+    assert judges.failures(judges.freed_for_others(GIB, GIB, LIMITS, kv_cache=GIB)) == []
+
+
+def test_device_memory_without_a_weights_size_judges_the_kv_cache_alone():
+    """Host RSS on CPU cannot resolve a tiny model's weights: weights None leaves out every
+    weights-based measurement and still fails a sleep that kept the KV cache."""
+    kept = judges.StagedWake(BEFORE, BEFORE, BEFORE)  # nothing released, nothing re-mapped
+    r = readings(level1=kept, level2=kept, weights=None)
+    names = {m.name for m in judges.device_memory_per_level(r, LIMITS)}
+    assert not any("weights" in n for n in names), names
+    assert failed(r) == [
+        m.describe() for m in judges.device_memory_per_level(r, LIMITS) if not m.ok]
+    assert {m.name for m in judges.device_memory_per_level(r, LIMITS) if not m.ok} == {
+        "kv_released_fraction_level1", "kv_released_fraction_level2",
+        "wake_regained_fraction [level 1]", "wake_regained_fraction [level 2]"}
+    assert failed(readings(weights=None)) == []
+
+
 def _at_below_above(limit_key):
     value = LIMITS[limit_key].limit
     step = max(abs(value) * 1e-3, 1e-9)

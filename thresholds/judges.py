@@ -43,7 +43,9 @@ class DeviceReadings:
     level0_asleep: int
     level1: StagedWake
     level2: StagedWake
-    weights: int  # bytes of model weights
+    # Bytes of model weights; None where they are below what the reading resolves (a tiny
+    # model's few MiB against host RSS noise on CPU), so nothing about them is judged.
+    weights: int | None
     kv_cache: int  # bytes of KV cache
 
 
@@ -52,25 +54,26 @@ def device_memory_per_level(r: DeviceReadings, limits: Limits) -> list[Measureme
     judged against its own size (a sum would let a KV-dominated engine keep its weights); a
     full wake returns to the pre-sleep use and brings the released bytes back."""
     b = "mechanism/device-memory-per-level"
-    if r.weights <= 0 or r.kv_cache <= 0 or r.before <= 0:
+    if (r.weights is not None and r.weights <= 0) or r.kv_cache <= 0 or r.before <= 0:
         raise ReadingError(f"device readings without sizes: before={r.before} weights={r.weights} "
                            f"kv_cache={r.kv_cache} bytes")
+    weights = r.weights or 0
     found = [_get(limits, b, "freed_bytes_level0").judge(max(0, r.before - r.level0_asleep))]
     for level, w in ((1, r.level1), (2, r.level2)):
-        found += [
-            _get(limits, b, f"weights_released_fraction_level{level}").judge(
-                (w.after_weights - w.asleep) / r.weights),
-            _get(limits, b, f"kv_released_fraction_level{level}").judge(
-                (w.after_wake - w.after_weights) / r.kv_cache),
-        ]
-        for m in (_get(limits, b, "wake_return_fraction").judge(abs(w.after_wake - r.before) / r.before),
+        if r.weights is not None:
+            found.append(_get(limits, b, f"weights_released_fraction_level{level}").judge(
+                (w.after_weights - w.asleep) / r.weights))
+        found.append(_get(limits, b, f"kv_released_fraction_level{level}").judge(
+            (w.after_wake - w.after_weights) / r.kv_cache))
+        around = [_get(limits, b, "wake_return_fraction").judge(abs(w.after_wake - r.before) / r.before),
                   _get(limits, b, "wake_regained_fraction").judge(
-                      (w.after_wake - w.asleep) / (r.weights + r.kv_cache)),
-                  # The return measured in weights: a wake that skips the weights passes both
-                  # fractions above once the KV cache dwarfs them.
-                  _get(limits, b, "wake_return_of_weights").judge(
-                      abs(w.after_wake - r.before) / r.weights)):
-            found.append(replace(m, name=f"{m.name} [level {level}]"))
+                      (w.after_wake - w.asleep) / (weights + r.kv_cache))]
+        if r.weights is not None:
+            # The return measured in weights: a wake that skips the weights passes both
+            # fractions above once the KV cache dwarfs them.
+            around.append(_get(limits, b, "wake_return_of_weights").judge(
+                abs(w.after_wake - r.before) / r.weights))
+        found += [replace(m, name=f"{m.name} [level {level}]") for m in around]
     return found
 
 
@@ -142,9 +145,20 @@ def logprob_drift(golden: Sequence[float], now: Sequence[float], limits: Limits)
     return [_get(limits, "mechanism/logprob-drift", "max_abs_logprob_diff").judge(drift)]
 
 
-def freed_for_others(freed: int, allocated: int, limits: Limits) -> list[Measurement]:
-    fraction = allocated / freed if freed > 0 else 0.0
-    return [_get(limits, "mechanism/memory-freed-for-others", "allocatable_fraction").judge(fraction)]
+def freed_for_others(freed: int, allocated: int | None, limits: Limits,
+                     kv_cache: int | None = None) -> list[Measurement]:
+    """What a level-1 sleep freed, against the KV cache it discards (when its size is known:
+    an engine that frees nothing leaves nothing to allocate, and must not pass for it), and
+    the share of it another process could allocate (`allocated` None: nothing was freed, so
+    no allocation was tried; judged by the first measurement alone)."""
+    b = "mechanism/memory-freed-for-others"
+    found = []
+    if kv_cache:
+        found.append(_get(limits, b, "kv_released_fraction").judge(max(0, freed) / kv_cache))
+    if allocated is not None or not kv_cache:
+        fraction = (allocated or 0) / freed if freed > 0 else 0.0
+        found.append(_get(limits, b, "allocatable_fraction").judge(fraction))
+    return found
 
 
 def failures(measurements: Sequence[Measurement]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fixtures.spec.profiles import PROFILES
 
@@ -289,8 +290,11 @@ class History:
     base_url: str
     lines: list[str] = field(default_factory=list)
 
-    def call(self, method: str, path: str) -> None:
-        self.lines.append(f"curl -s -X {method} '{self.base_url}{path}'")
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> None:
+        line = f"curl -s -X {method} '{self.base_url}{path}'"
+        if body is not None:  # a call whose meaning is in its body (/update_weight_version)
+            line += f" -H 'Content-Type: application/json' -d '{json.dumps(body)}'"
+        self.lines.append(line)
 
     def note(self, text: str) -> None:
         self.lines.append(f"# {text}")

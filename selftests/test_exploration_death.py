@@ -113,3 +113,27 @@ def test_a_death_met_by_the_next_sequence_is_told_with_the_calls_before_it() -> 
         exploration.run_machine(machine, BUDGET)
     assert str(died.value).startswith("the server died while exploring; the calls that led there:")
     assert "curl -s -X POST 'http://127.0.0.1:9/" in str(died.value)
+
+
+def _resume_allowed(machine: Any, asleep: frozenset[str]) -> bool:
+    """Whether the machine's resume rule may be drawn in a state with these tags asleep."""
+    from hypothesis.stateful import RULE_MARKER
+
+    rule = getattr(machine.resume, RULE_MARKER)
+    holder = SimpleNamespace(state=SimpleNamespace(asleep=asleep))
+    return all(p(holder) for p in rule.preconditions)
+
+
+def test_the_dp_exploration_resumes_asleep_engines_only_outside_the_finding() -> None:
+    """Stock vLLM's DP engine core dies when /resume unpauses asleep engines (a rank waits in
+    its forward for one that skips it): inside that finding's scope the DP exploration does not
+    draw it; on one engine, or where the finding does not apply, it does."""
+    stats = {"sequences": 0, "steps": 0}
+    asleep, awake = frozenset({"weights", "kv_cache"}), frozenset()
+    dp_known = exploration.build_machine(engine(lives=0), [], stats, lambda b: True, engines=2)
+    assert not _resume_allowed(dp_known, asleep) and _resume_allowed(dp_known, awake)
+    one = exploration.build_machine(engine(lives=0), [], stats, lambda b: True, engines=1)
+    assert _resume_allowed(one, asleep)
+    dp_fixed = exploration.build_machine(engine(lives=0), [], stats, lambda b: False, engines=2)
+    assert _resume_allowed(dp_fixed, asleep)
+    assert exploration.resume_asleep_kills(2, lambda b: b == "safety/no-request-while-asleep")

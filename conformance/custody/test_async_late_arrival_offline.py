@@ -13,8 +13,6 @@ PROMPT = "A request that reaches AsyncLLM while generation is paused for a weigh
 TOKENS = 48
 # A refusal is immediate; an engine that holds the request instead is caught after this.
 REJECT_WITHIN_S = 5.0
-# A held request must stay silent this long (fixtures.observing.engine.HOLD_WINDOW_S).
-HOLD_WINDOW_S = 3.0
 
 
 def _outputs(offline: OfflineClient, rid: str) -> tuple[list[dict], str | None]:
@@ -29,7 +27,7 @@ def test_async_late_arrival(offline, run_state, mode):
     fate = PROFILES[run_state.profile].late_arrival[mode]
     expected = reference(offline, PROMPT, TOKENS)
     paused = offline.call("pause_generation", then="paused", mode=mode)
-    window = REJECT_WITHIN_S if fate == "rejected" else HOLD_WINDOW_S
+    window = REJECT_WITHIN_S if fate == "rejected" else offline.hold_window(TOKENS)
     offline.add("late", PROMPT, TOKENS, kind="delta")
     began = time.monotonic()
     # "started": a token processed, or ended (an error ends it too).

@@ -9,7 +9,7 @@ from fixtures.judging import judges
 from fixtures.judging.custody import DRAIN_SETTLE_S
 from fixtures.judging.expect import reply_is
 from fixtures.observing.client import ControlPlane, Reply, wait_until
-from fixtures.observing.engine import AWAKE_GAUGE, HOLD_WINDOW_S, SLEEP_GAUGE
+from fixtures.observing.engine import AWAKE_GAUGE, IN_FLIGHT_PROMPT, SLEEP_GAUGE
 
 LATE_TOKENS = 48
 GAUGE_POLL_S = 0.05
@@ -31,10 +31,10 @@ def sample_gauge(control: ControlPlane, sleeper: threading.Thread,
 @pytest.mark.behaviour("custody/drain-before-offload")
 @pytest.mark.parametrize("level", [1, 2], ids=lambda v: f"level{v}")
 def test_drain_before_offload(engine, level):
-    prompt = f"drained before offload {level}"
+    prompt = IN_FLIGHT_PROMPT
     size = engine.in_flight_tokens() // 2  # two share the engine: each runs about as long
     reference = engine.reference(prompt, size)
-    late_prompt = f"queued during the drain {level}"
+    late_prompt = "queued during the drain"
     late_reference = engine.reference(late_prompt, LATE_TOKENS)
     first, _ = engine.start_in_flight(prompt, size=size)
     second, _ = engine.start_in_flight(prompt, size=size)
@@ -73,7 +73,7 @@ def test_drain_before_offload(engine, level):
     asleep_gauge = engine.control.sleep_state()
     if asleep_gauge != SLEEP_GAUGE[level]:
         problems.append(f"gauge after the sleep: expected {SLEEP_GAUGE[level]}; observed {asleep_gauge}")
-    if wait_until(late.done.is_set, HOLD_WINDOW_S):
+    if wait_until(late.done.is_set, engine.hold_window(LATE_TOKENS)):
         problems.append(f"request queued during the drain ran before the wake: {late.summary()}")
     reply_is(engine.control.wake_up(), 200, {"status": "awake"})
     if not late.done.wait(engine.request_timeout):

@@ -3,6 +3,7 @@
 import pytest
 
 from fixtures.judging import custody
+from fixtures.observing.engine import IN_FLIGHT_PROMPT
 from fixtures.spec.profiles import MODES
 
 
@@ -14,7 +15,7 @@ def test_pause_in_flight(engine, mode, stream, api):
     """keep holds the KV (clear_cache=false): output must equal the uninterrupted run exactly.
     keep-recompute uses /pause's default clear_cache=true: the request is preempted and
     recomputed, so it must finish in full, but its ids may take another numeric path."""
-    prompt = f"in flight across pause {mode}"
+    prompt = IN_FLIGHT_PROMPT
     size = engine.in_flight_tokens()
     reference = engine.reference(prompt, size, api) if mode in ("wait", "keep") else None
     gen, size = engine.start_in_flight(prompt, stream=stream, api=api, size=size)

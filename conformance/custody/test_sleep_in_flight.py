@@ -3,6 +3,7 @@
 import pytest
 
 from fixtures.judging import custody
+from fixtures.observing.engine import IN_FLIGHT_PROMPT
 from fixtures.spec.profiles import MODES
 
 
@@ -12,7 +13,7 @@ from fixtures.spec.profiles import MODES
 def test_sleep_in_flight(engine, level, mode):
     """At levels 1 and 2 sleep clears the prefix cache, which preempts a kept request: it is
     recomputed after the wake, so its ids are compared only at level 0."""
-    prompt = f"in flight across sleep {level} {mode}"
+    prompt = IN_FLIGHT_PROMPT
     size = engine.in_flight_tokens()
     exact = mode == "wait" or (mode == "keep" and level == 0)
     reference = engine.reference(prompt, size) if exact else None

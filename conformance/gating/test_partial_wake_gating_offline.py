@@ -3,7 +3,6 @@
 import pytest
 
 from fixtures.judging import delivery
-from fixtures.observing.engine import HOLD_WINDOW_S
 from fixtures.observing.offline import reference, returned
 
 PROMPT = "A request that arrives while half of the engine memory is still asleep must wait."
@@ -20,7 +19,7 @@ def test_partial_wake_holds_requests_offline(offline, order):
     problems += returned(offline.call("wake_up", tags=[first]), False)
     offline.phase("partial")
     offline.add("held", PROMPT, TOKENS, kind="delta")
-    offline.collect({"held": "started"}, timeout=HOLD_WINDOW_S)
+    offline.collect({"held": "started"}, timeout=offline.hold_window(TOKENS))
     # Judged on the tokens the frontend processed, read before the wake is even sent: which
     # phase the first output is stamped with races the wake's own return.
     before_wake = offline.progress("held")

@@ -11,7 +11,6 @@ from fixtures.spec.profiles import PROFILES
 
 PROMPT = "Greedy output across a KV-cache release and a kv_cache wake, through the Python API."
 TOKENS = 48
-HOLD_WINDOW_S = 3.0  # a held request must stay silent this long (fixtures.observing.engine.HOLD_WINDOW_S)
 FRESH_TIMEOUT_S = 30.0  # a 48-token request on an awake engine takes well under a second
 
 
@@ -44,7 +43,7 @@ def test_after_kv_release_offline(offline, run_state, target, record_property):
         offline.phase("released")
         offline.add("held", PROMPT, TOKENS, kind="delta")
         began = time.monotonic()
-        offline.collect({"held": "started"}, timeout=HOLD_WINDOW_S)
+        offline.collect({"held": "started"}, timeout=offline.hold_window(TOKENS))
         obs.window_s = time.monotonic() - began
         # Read before the wake is sent: whatever ran here ran on released memory.
         obs.progress_released = offline.progress("held")

@@ -6,7 +6,7 @@ import pytest
 
 from fixtures.judging import judges
 from fixtures.judging.expect import reply_is
-from fixtures.observing.engine import HOLD_WINDOW_S, observe_state
+from fixtures.observing.engine import observe_state
 from fixtures.spec.profiles import PROFILES
 
 TOKENS = 16
@@ -30,7 +30,7 @@ def test_resume_while_asleep(engine, level):
     # Streamed, so a request that runs shows its tokens as they come.
     request = engine.gen.start("sent after a resume while asleep", TOKENS, stream=True)
     peak_load = 0
-    deadline = time.monotonic() + HOLD_WINDOW_S
+    deadline = time.monotonic() + engine.hold_window(TOKENS)
     while time.monotonic() < deadline and not request.done.is_set():
         peak_load = max(peak_load, engine.control.load())
         time.sleep(POLL_S)

@@ -10,7 +10,6 @@ from fixtures.judging.expect import reply_is
 from fixtures.judging.topology_judges import frontend_problems, held_problems
 from fixtures.observing import frontends
 from fixtures.observing.client import Reply, wait_until
-from fixtures.observing.engine import hold_window
 
 MAX_TOKENS = 8
 REQUESTS_PER_FRONTEND = 8
@@ -72,7 +71,7 @@ def test_admission_every_frontend(topology_engine, topology, mode):
             f"during /pause?mode={mode}: expected all {sent} requests through {len(fronts)} API "
             f"servers rejected with 503; observed {len(answers)} answers, not 503: {wrong}")
     else:
-        window = hold_window(MAX_TOKENS, e.measured_rate())
+        window = e.hold_window(MAX_TOKENS)
         for front in fronts:  # /load counts the requests each API server holds
             wait_until(lambda f=front: load(f) >= REQUESTS_PER_FRONTEND, timeout=10.0)
         time.sleep(window)

@@ -8,7 +8,7 @@ from fixtures.errors import HarnessError
 from fixtures.judging import topology_judges as tj
 from fixtures.judging.expect import finished_fully, reply_is, state_on_every_engine
 from fixtures.observing.client import Generation
-from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine, hold_window
+from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine
 
 MAX_TOKENS = 16
 # Enough requests that the DP load balancer gives every engine some (it spreads by load).
@@ -16,7 +16,7 @@ REQUESTS_PER_ENGINE = 4
 
 
 def watch_held(engine: Engine, gens: list[Generation], step: str) -> None:
-    window = hold_window(MAX_TOKENS, engine.measured_rate())
+    window = engine.hold_window(MAX_TOKENS)
     began = time.monotonic()
     while True:
         problems = tj.held_problems([(i, g.done.is_set(), len(g.chunks)) for i, g in enumerate(gens)],

@@ -21,8 +21,11 @@ from fixtures.observing import device
 from fixtures.observing.process_cpu import busy_cores, engine_processes
 from thresholds import Measurement
 
-# Long enough that a stepping engine cannot hide between two samples, short for the suite.
-WINDOW_S = 2.0
+# Long enough that a stepping engine cannot hide between two samples, short for the suite:
+# CPU time is counted in 10-ms ticks, a tenth of the 0.1-core limit over 1 s; NVML reports
+# utilization per sample period of up to 1 s, so a window that reads the device is 2 s.
+WINDOW_S = 1.0
+DEVICE_WINDOW_S = 2.0
 RUNNING_WITHIN_S = 10.0
 STARTED_S = 0.5  # from reaching the server to decoding: a prefill of a short prompt
 ABORT_LENGTHS = 4  # the abort trial's request, in in-flight sizes (about 32 s at full speed)
@@ -30,15 +33,20 @@ TRIALS = 2  # a trial whose request ended before the pause was sent is void
 BEHAVIOUR = "topology/quiescent-after-pause"
 
 
+def window_s(platform: str) -> float:
+    return DEVICE_WINDOW_S if platform == "cuda" else WINDOW_S
+
+
 def watch(e, procs, idle, limits, step: str) -> list[Measurement]:
     """The window after `step`: every engine core's CPU time against its idle reading, and on
     a GPU every rank's device utilization, read over the same window."""
     readings: dict[str, int] = {}
+    window = window_s(e.platform)
     if e.platform == "cuda":
         devices = device.engine_devices(dict(e.server.config.env))
-        thread = threading.Thread(target=lambda: readings.update(device.busy_percent(devices, WINDOW_S)))
+        thread = threading.Thread(target=lambda: readings.update(device.busy_percent(devices, window)))
         thread.start()
-    after = busy_cores(procs, WINDOW_S)
+    after = busy_cores(procs, window)
     found = tj.quiescence(idle, after, limits[f"{BEHAVIOUR}:busy_cores_above_idle"], step)
     if e.platform == "cuda":
         thread.join()
@@ -57,7 +65,7 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
         note(f"device utilization not read: platform {e.platform!r} has no device NVML reads; "
              f"judged on the engine cores' CPU time alone")
     procs = engine_processes(e.server)
-    idle = busy_cores(procs, WINDOW_S)
+    idle = busy_cores(procs, window_s(e.platform))
     measure(tj.at_rest(idle, limits[f"{BEHAVIOUR}:busy_cores_at_rest"]))
 
     for trial in range(1, TRIALS + 1):

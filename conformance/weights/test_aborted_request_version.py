@@ -7,8 +7,9 @@ import pytest
 from fixtures.judging import judges
 from fixtures.judging.expect import reply_is
 from fixtures.judging.weight_judges import old_prefix_problems
+from fixtures.observing.engine import IN_FLIGHT_PROMPT
 
-PROMPT = "a request cut by an abort pause before a weight sync"
+PROMPT = IN_FLIGHT_PROMPT  # its run on A is the custody tests' reference too
 
 
 @pytest.mark.behaviour("weights/aborted-request-old-version")

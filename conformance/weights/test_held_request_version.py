@@ -10,8 +10,9 @@ import pytest
 from fixtures.errors import HarnessError
 from fixtures.judging.expect import reply_is
 from fixtures.judging.weight_judges import first_difference, switch_problems
+from fixtures.observing.engine import IN_FLIGHT_PROMPT
 
-PROMPT = "a request held across a weight sync"
+PROMPT = IN_FLIGHT_PROMPT  # its run on A is the custody tests' reference too
 
 
 def tokenize(engine, text: str) -> list[int]:

@@ -392,3 +392,51 @@ def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
     assert Phase.shrink not in settings.get_profile("lifecycle-no-shrink").phases
     held = "request 3: no rejection within 5 s; the request was held instead"
     assert re.search(case.symptoms["topology/reference-model"], held)
+
+
+# -- Engine.start_in_flight: a client starved past its look takes the request again once ------
+class _LateGen:
+    """Streams whose first chunk is there when the client looks, but the client looks late
+    (the first `late` tries): each such try has ended by `reason` when it is seen."""
+
+    def __init__(self, late: int, reason: str = "length") -> None:
+        self.late, self.reason, self.tries = late, reason, 0
+
+    def start(self, prompt, size, **kwargs):
+        from fixtures.observing.client import Generation
+
+        self.tries += 1
+        gen = Generation(stream=True, max_tokens=size)
+        gen.started = time.monotonic()
+        gen.chunks.append((gen.started, "x"))
+        if self.tries <= self.late:
+            gen.started -= 60.0  # looked at a minute after it began
+            gen.finish_reasons = {0: self.reason}
+            gen.done.set()
+        return gen
+
+
+def _late(late: int, reason: str = "length"):
+    from fixtures.observing.engine import Engine
+
+    gen = _LateGen(late, reason)
+    return Engine(server=_StarvedServer(), variant=None, profile="0.32", platform="cpu",
+                  control=None, gen=gen, request_timeout=5.0), gen  # type: ignore[arg-type]
+
+
+def test_start_in_flight_takes_a_late_look_again_with_a_note():
+    engine, gen = _late(late=1)
+    confirmed, size = engine.start_in_flight("p")
+    assert gen.tries == 2 and not confirmed.done.is_set() and size == 600
+    assert len(engine.notes) == 1 and "in-flight try 1 of 2 not confirmed in time" in engine.notes[0]
+
+
+def test_start_in_flight_gives_up_after_its_tries_and_never_retries_an_odd_end():
+    engine, gen = _late(late=2)
+    with pytest.raises(HarnessError, match="could not confirm the request in flight"):
+        engine.start_in_flight("p")
+    assert gen.tries == 2
+    engine, gen = _late(late=1, reason="abort")  # not ended by its length: reported as seen
+    with pytest.raises(HarnessError, match="could not confirm the request in flight"):
+        engine.start_in_flight("p")
+    assert gen.tries == 1 and not engine.notes

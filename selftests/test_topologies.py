@@ -440,3 +440,26 @@ def test_start_in_flight_gives_up_after_its_tries_and_never_retries_an_odd_end()
     with pytest.raises(HarnessError, match="could not confirm the request in flight"):
         engine.start_in_flight("p")
     assert gen.tries == 1 and not engine.notes
+
+
+class _SlowDeaf(_Load):
+    """/load answers slowly: the first answer takes the whole window, still without the request."""
+
+    def __init__(self, gen, slow_s: float) -> None:
+        super().__init__(gen)
+        self.slow_s, self.answers = slow_s, 0
+
+    def load(self) -> int:
+        self.answers += 1
+        if self.answers == 2:  # the first poll after the request went out
+            time.sleep(self.slow_s)
+        return 0 if self.answers < 4 else 1
+
+
+def test_a_server_slow_to_answer_load_is_watched_before_it_is_judged():
+    """Detection (slow-consensus fault): /load answered once in the window, not yet counting
+    the request; read at least MIN_LOAD_POLLS answers before calling it never taken."""
+    engine, gen = _starved(seen_from=1)
+    engine.control = _SlowDeaf(gen, slow_s=0.3)  # type: ignore[assignment]
+    seen = engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+    assert not seen.done.is_set() and seen.confirmed_at is not None and gen.sizes == [800]

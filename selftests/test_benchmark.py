@@ -11,13 +11,18 @@ from fixtures.reporting.benchmark import busy_fraction, cpu_times, main, markdow
 
 RESULTS = {
     "servers": {"wall_seconds": 300.0,
-                "starts_per_config": {"MRV1-eager": [1, 50.0], "MRV1-eager/dp2": [2, 100.0]}},
+                "starts_per_config": {"MRV1-eager": [1, 50.0], "MRV1-eager/dp2": [2, 100.0],
+                                      "MRV1-eager/api2": [1, 40.0],
+                                      "MRV1-eager/checkpoint-A": [1, 30.0]},
+                "per_worker": {"gw0": {}, "gw1": {}}},
     "machine": {"cores": 2, "cpu_busy": 0.69},
     "results": [
-        {"server": "MRV1-eager", "duration": 80.0},  # its first test paid the 50 s start
-        {"server": "MRV1-eager", "duration": 20.0},
-        {"server": "MRV1-eager/dp2", "duration": 130.0},
-        {"server": None, "duration": 0.5},
+        {"server": "MRV1-eager", "duration": 80.0, "topology": "single"},  # paid the 50 s start
+        {"server": "MRV1-eager", "duration": 20.0, "topology": "single"},
+        # its test's fixture started checkpoint-A (30 s of its 160)
+        {"server": "MRV1-eager/dp2", "duration": 160.0, "topology": "dp2"},
+        {"server": "MRV1-eager/api2", "duration": 60.0, "topology": "api2"},
+        {"server": None, "duration": 0.5, "topology": "single"},
     ],
 }
 
@@ -26,10 +31,20 @@ def test_each_config_gets_its_starts_and_its_tests_without_the_start():
     bench = summarize(RESULTS)
     rows = {r.config: r for r in bench.rows}
     assert rows["MRV1-eager"].start_seconds == 50.0 and rows["MRV1-eager"].test_seconds == 50.0
-    assert rows["MRV1-eager/dp2"].starts == 2 and rows["MRV1-eager/dp2"].test_seconds == 30.0
+    assert rows["MRV1-eager/dp2"].starts == 2 and rows["MRV1-eager/dp2"].test_seconds == 60.0
+    assert rows["MRV1-eager/checkpoint-A"].inside and not rows["MRV1-eager/dp2"].inside
     assert rows["(no server)"].total == 0.5
-    assert bench.serial_seconds == 230.5 and bench.critical_path.config == "MRV1-eager/dp2"
-    assert bench.wall_over_critical == 2.31 and bench.cpu_busy == 0.69
+    assert bench.serial_seconds == 320.5 and bench.cpu_busy == 0.69  # checkpoint-A not twice
+
+
+def test_the_critical_path_is_the_configs_run_alone_then_the_longest_other():
+    """dp2 ran alone (several engines); api2 (one engine, two front-ends) ran beside the rest."""
+    bench = summarize(RESULTS)
+    assert [r.alone for r in bench.rows if r.config != "(no server)"] == [False, False, False, True]
+    assert [r.config for r in bench.critical_rows] == ["MRV1-eager/dp2", "MRV1-eager"]
+    assert bench.critical_seconds == 260.0 and bench.wall_over_critical == 1.15
+    # 160 s alone, then 160.5 s of the others on two workers
+    assert bench.work_bound == round(160 + 160.5 / 2, 1) and bench.workers == 2
 
 
 def test_cpu_figures_from_proc_stat():
@@ -46,8 +61,11 @@ def test_markdown_compares_with_the_previous_run():
                                          "wall_seconds": 400.0, "critical_path_seconds": 200.0,
                                          "cpu_busy": 0.5})
     assert "| MRV1-eager | 1 | 50 s | 50 s | 100 s | 120 s |" in text
-    assert "| MRV1-eager/dp2 | 2 | 100 s | 30 s | 130 s | new |" in text
-    assert "wall / critical path: 2.31" in text and "CPU busy over the run (all cores): 69%" in text
+    assert "| MRV1-eager/dp2 (alone) | 2 | 100 s | 60 s | 160 s | new |" in text
+    assert "| MRV1-eager/checkpoint-A (inside a test's time) | 1 | 30 s | 0 s | 30 s | new |" in text
+    assert "MRV1-eager/dp2 160 s + MRV1-eager 100 s = 260 s; wall / critical path: 1.15" in text
+    assert "work bound on 2 worker(s)" in text and "240.2 s" in text
+    assert "CPU busy over the run (all cores): 69%" in text
 
 
 def test_the_command_writes_beside_the_report_and_names_a_bad_folder(tmp_path: Path, capsys):
@@ -55,7 +73,7 @@ def test_the_command_writes_beside_the_report_and_names_a_bad_folder(tmp_path: P
     run.mkdir()
     (run / "results.json").write_text(json.dumps(RESULTS))
     assert main([str(run)]) == 0
-    assert json.loads((run / "benchmark.json").read_text())["critical_path"] == "MRV1-eager/dp2"
+    assert json.loads((run / "benchmark.json").read_text())["critical_path"] == "MRV1-eager/dp2 + MRV1-eager"
     later = tmp_path / "run-2"
     later.mkdir()
     (later / "results.json").write_text(json.dumps(RESULTS))

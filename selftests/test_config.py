@@ -111,7 +111,7 @@ def test_fault_selection_and_soak_options():
     assert config.topology_repeat == 3  # follows --lifecycle-repeat unless given
     fewer = make({"--lifecycle-repeat": "2", "--lifecycle-topology-repeat": "1"})
     assert fewer.repeat == 2 and fewer.topology_repeat == 1
-    assert make({"--lifecycle-explore-examples": "7"}).topology_explore_examples == 7
+    assert make({"--lifecycle-explore-examples": "7"}).topology_explore_examples == 2
     assert make({"--lifecycle-topology-explore-examples": "5"}).topology_explore_examples == 5
 
 

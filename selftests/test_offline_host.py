@@ -244,8 +244,22 @@ def test_a_drain_is_judged_whatever_the_engine_did_once_it_was_asked():
     assert drain_began_late(_drained(["awake", "awake"], [], raised=True)) is None
 
 
-def test_the_host_times_the_same_short_request_as_the_http_calibration():
-    from fixtures.launching import offline_hosts
-    from fixtures.observing import engine
+def test_the_host_imports_of_the_suite_only_what_imports_nothing():
+    """The host runs in the target's interpreter: of the suite it may import the hosts and the
+    calibration constants it shares with the HTTP engine (which import nothing else)."""
+    import ast
+    from pathlib import Path
 
-    assert offline_hosts.SHORT_REQUEST_TOKENS == engine.SHORT_REQUEST_TOKENS
+    allowed = {"fixtures.launching.offline_hosts", "fixtures.calibration"}
+    root = Path(__file__).resolve().parents[1]
+    for name in ("fixtures/launching/offline_host.py", "fixtures/launching/offline_hosts.py",
+                 "fixtures/calibration.py"):
+        tree = ast.parse((root / name).read_text())
+        imported = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module} | {
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+            for alias in node.names}
+        suite = {m for m in imported if m.split(".")[0] in ("fixtures", "refmodel", "conformance")}
+        assert suite <= allowed, f"{name} imports {sorted(suite - allowed)} of the suite"
+    calibration = ast.parse((root / "fixtures/calibration.py").read_text())
+    assert not [n for n in ast.walk(calibration) if isinstance(n, (ast.Import, ast.ImportFrom))]

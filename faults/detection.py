@@ -110,8 +110,11 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         name="stock-under-layered", fault=None,
         behaviours=(*LAYERED_BEHAVIOURS, "flags/awake-baseline"), expect_fail=LAYERED_BEHAVIOURS,
         profile="layered", keyword=variant,
-        # The catch needs no minimal reproduction: the dp2 exploration skips its shrink.
-        extra_args=("--hypothesis-profile", "lifecycle-no-shrink"),
+        # The catch needs no minimal reproduction: the dp2 exploration skips its shrink. It
+        # keeps the budget it had before the dp2 default dropped to 2 (it stops at the first
+        # discrepancy, so the budget costs only when none is found).
+        extra_args=("--hypothesis-profile", "lifecycle-no-shrink",
+                    "--lifecycle-topology-explore-examples", "20"),
         summary="stock vLLM judged by the layered profile: the tentative tests must fail",
         symptoms={"custody/refuse-unpaused-sleep": UNPAUSED_SLEEP_DONE,
                   "topology/layered-sleep-every-rank": UNPAUSED_SLEEP_DONE,

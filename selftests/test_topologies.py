@@ -388,7 +388,8 @@ def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
     from faults import detection
 
     case = next(c for c in detection.cases() if c.name == "stock-under-layered")
-    assert case.pytest_args()[-2:] == ["--hypothesis-profile", "lifecycle-no-shrink"]
+    assert case.pytest_args()[-4:] == ["--hypothesis-profile", "lifecycle-no-shrink",
+                                       "--lifecycle-topology-explore-examples", "20"]
     assert Phase.shrink not in settings.get_profile("lifecycle-no-shrink").phases
     held = "request 3: no rejection within 5 s; the request was held instead"
     assert re.search(case.symptoms["topology/reference-model"], held)

@@ -3,6 +3,7 @@ option checks, and the symptoms of the topology faults read off the judges' own 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -464,3 +465,32 @@ def test_a_server_slow_to_answer_load_is_watched_before_it_is_judged():
     engine.control = _SlowDeaf(gen, slow_s=0.3)  # type: ignore[assignment]
     seen = engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
     assert not seen.done.is_set() and seen.confirmed_at is not None and gen.sizes == [800]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity") else True,
+                    reason="needs Linux and two cores to tell pinned from free")
+@pytest.mark.parametrize(("bind", "pinned"), [("0", {0}), ("0|1", None)])
+def test_the_engine_core_is_pinned_for_one_engine_and_left_free_under_data_parallelism(bind, pinned):
+    """A stand-in engine core (its own process group, titled as vLLM titles it): pinned to the
+    worker's core for one engine; left on every core under DP, where pinning it beside vLLM's
+    bound workers stalled every unpinned process on the machine."""
+    from types import SimpleNamespace
+
+    from fixtures.launching.environments import pin_engine_core
+    from fixtures.launching.server import stop_process_group
+
+    proc = subprocess.Popen(["bash", "-c", "exec -a VLLM::EngineCore_DP0 sleep 30"],
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{proc.pid}/cmdline").read_text().split("\0")[0] != "VLLM::EngineCore_DP0":
+            assert time.monotonic() < deadline, "the stand-in never took its title"
+            time.sleep(0.02)
+        every = os.sched_getaffinity(proc.pid)
+        server = SimpleNamespace(config=SimpleNamespace(env=(("VLLM_CPU_OMP_THREADS_BIND", bind),)),
+                                 proc=proc, facts={})
+        pin_engine_core(server)  # type: ignore[arg-type]
+        assert os.sched_getaffinity(proc.pid) == (pinned or every)
+        assert server.facts.get("engine_core_pinned") == (sorted(pinned) if pinned else None)
+    finally:
+        stop_process_group(proc, grace=2)

@@ -84,3 +84,30 @@ def test_a_request_open_when_the_pause_was_sent_is_judged(ended: float | None) -
     # Still open, ended with the send, or after: the pause's rule applies (abort must have cut it).
     gen = Generation(stream=False, max_tokens=8, started=10.0, ended=ended)
     assert judges.ended_before(gen, sent=13.0) is None
+
+
+def test_a_failed_trial_whose_request_ended_before_the_call_is_an_error_not_a_failure() -> None:
+    """Seen with the engine core left unpinned: a 500-token request confirmed running ended
+    (by its length) before /pause?mode=abort left the client; "ran to its end" is then the
+    harness's lateness, not the engine's fault."""
+    from fixtures.errors import HarnessError
+
+    gen = Generation(stream=True, max_tokens=500, started=10.0, ended=11.6)
+    gen.finish_reasons, gen.completion_tokens = {0: "length"}, 500
+    problems = judges.aborted(gen, 500)
+    assert problems  # what the judge says of the record alone
+    with pytest.raises(HarnessError, match=r"ended 0\.40 s before the call was sent.*not judged"):
+        judges.unless_ended_before(problems, gen, sent=12.0, call="call")
+
+
+@pytest.mark.parametrize("ended", [None, 12.0, 12.5])
+def test_a_failed_trial_whose_request_was_open_at_the_call_stays_a_failure(ended) -> None:
+    gen = Generation(stream=True, max_tokens=500, started=10.0, ended=ended)
+    gen.finish_reasons, gen.completion_tokens = {0: "length"}, 500
+    problems = judges.aborted(gen, 500)
+    assert judges.unless_ended_before(problems, gen, sent=12.0, call="abort") == problems
+
+
+def test_a_passing_trial_stands_however_early_its_request_ended() -> None:
+    gen = Generation(stream=True, max_tokens=500, started=10.0, ended=11.0)
+    assert judges.unless_ended_before([], gen, sent=12.0, call="call") == []

@@ -15,6 +15,7 @@ def test_abort_requests(engine, selector):
     other, _ = engine.start_in_flight(f"leave me {selector}", request_id=f"other-{selector}",
                                       size=size)
     ids = [f"cmpl-named-{selector}-0"] if selector == "by-id" else []
+    sent = time.monotonic()
     reply = engine.control.abort_requests(ids)
     assert reply.status == 200 and isinstance(reply.body, dict) and reply.body.get("status") == "aborted", (
         f"expected 200 {{'status': 'aborted'}}; observed {reply.describe()}"
@@ -22,7 +23,9 @@ def test_abort_requests(engine, selector):
     assert named.done.wait(engine.request_timeout), (
         f"named request did not end within {engine.request_timeout:.0f} s of the abort: {named.summary()}"
     )
-    problems = [f"named request: {p}" for p in judges.aborted(named, size)]
+    # A request that had ended before the abort was sent is the harness's lateness: an error.
+    problems = judges.unless_ended_before([f"named request: {p}" for p in judges.aborted(named, size)],
+                                          named, sent, "abort")
     if selector == "by-id":
         # The request not named runs on, undisturbed, to its full length.
         time.sleep(SETTLE_S)
@@ -42,5 +45,6 @@ def test_abort_requests(engine, selector):
             f"second request did not end within {engine.request_timeout:.0f} s of the abort: "
             f"{other.summary()}"
         )
-        problems += [f"second request: {p}" for p in judges.aborted(other, size)]
+        problems += judges.unless_ended_before(
+            [f"second request: {p}" for p in judges.aborted(other, size)], other, sent, "abort")
     assert not problems, "; ".join(problems)

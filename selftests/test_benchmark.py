@@ -80,3 +80,13 @@ def test_the_command_writes_beside_the_report_and_names_a_bad_folder(tmp_path: P
     assert main([str(later)]) == 0 and "previous run: wall 300 s" in capsys.readouterr().out
     assert main([str(tmp_path / "missing")]) == 2
     assert "does not exist: name a run's report folder" in capsys.readouterr().err
+
+
+def test_cpu_by_role_is_listed_with_its_shares_when_the_run_sampled_it():
+    sampled = {**RESULTS, "machine": {**RESULTS["machine"], "cpu_seconds_by_role": {
+        "vLLM worker": 300.0, "process start (spawned, importing)": 100.0, "pytest": 100.0}}}
+    bench = summarize(sampled)
+    assert bench.as_dict()["cpu_seconds_by_role"]["vLLM worker"] == 300.0
+    assert ("by role (sampled every 2 s; lower bounds): vLLM worker 300 s (60%), "
+            "process start (spawned, importing) 100 s (20%), pytest 100 s (20%)") in markdown(bench)
+    assert "by role" not in markdown(summarize(RESULTS))  # a run that sampled nothing says nothing

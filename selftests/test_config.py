@@ -163,3 +163,8 @@ def test_a_test_entry_names_its_server_and_a_test_without_one_is_left_alone():
     state.record_server("t::a", "MRV1-eager/api-key")
     state.record_server("t::missing", "MRV1-eager")
     assert state.items == {"t::a": {"outcome": "pass", "server": "MRV1-eager/api-key"}}
+    state.add_notes("t::a", "first")
+    state.add_notes("t::a")  # nothing to add: no empty list either
+    state.add_notes("t::a", "second", "third")
+    state.add_notes("t::missing", "lost")
+    assert state.items["t::a"]["notes"] == ["first", "second", "third"] and "t::missing" not in state.items

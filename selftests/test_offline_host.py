@@ -263,3 +263,18 @@ def test_the_host_imports_of_the_suite_only_what_imports_nothing():
         assert suite <= allowed, f"{name} imports {sorted(suite - allowed)} of the suite"
     calibration = ast.parse((root / "fixtures/calibration.py").read_text())
     assert not [n for n in ast.walk(calibration) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_an_offline_trial_whose_request_finished_before_the_call_is_an_error_not_a_failure():
+    """The offline pause: a request whose last output reached the caller finished while the
+    phase was still "running" ended before the pause was asked for."""
+    from fixtures.judging.offline_custody import unless_finished_before
+
+    ended = [{"phase": "running", "finished": False}, {"phase": "running", "finished": True}]
+    problems = ["expected finish_reason 'abort' with fewer than 442 tokens; got 'length' with 442"]
+    with pytest.raises(HarnessError, match=r"442 tokens\) had finished before the pause.*not judged"):
+        unless_finished_before(problems, ended, "running", 442, "pause")
+    # Finished after the pause was asked for: the pause's rule applied, the failure stands.
+    later = [{"phase": "running", "finished": False}, {"phase": "resumed", "finished": True}]
+    assert unless_finished_before(problems, later, "running", 442, "pause") == problems
+    assert unless_finished_before([], ended, "running", 442, "pause") == []  # a pass stands

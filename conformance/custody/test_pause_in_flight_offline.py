@@ -4,9 +4,8 @@ import time
 
 import pytest
 
-from fixtures.errors import HarnessError
 from fixtures.judging import delivery, judges
-from fixtures.judging.offline_custody import start_in_flight
+from fixtures.judging.offline_custody import start_in_flight, unless_finished_before
 from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S
 from fixtures.observing.offline import returned
 
@@ -45,10 +44,5 @@ def test_pause_in_flight_offline(offline, mode):
         if len(got) != size or not outputs or outputs[-1]["finish_reason"] != "length":
             problems.append(f"expected {size} tokens and finish_reason 'length' after the resume; got "
                             f"{len(got)} and {outputs[-1]['finish_reason'] if outputs else None!r}")
-    if problems and outputs and outputs[-1]["finished"] and outputs[-1]["phase"] == "running":
-        # It reached its caller finished before the pause was asked for: the pause's rule never
-        # applied to it (the harness was late, not the engine wrong).
-        raise HarnessError(f"the request in flight ({size} tokens) had finished before the pause "
-                           f"was asked for; not judged (it would have read: "
-                           f"{'; '.join(problems)[:300]})")
+    problems = unless_finished_before(problems, outputs, "running", size, "pause")
     assert not problems, "; ".join(problems)

@@ -78,7 +78,8 @@ def test_concurrent_cycles(request, engine, run_state):
     problems, tolerated = judges.cycles_problems(records, TOKENS, allowed_503,
                                                  finding.matches if finding is not None else None)
     if tolerated:
-        run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
+        run_state.add_notes(
+            request.node.nodeid,
             f"{tolerated} requests ended with no finish_reason and no token: tolerated as the known "
             f"finding {CUT_BEFORE_FIRST_TOKEN} in this run's scope")
     if any(code != 200 for code in health):

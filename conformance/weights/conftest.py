@@ -43,8 +43,8 @@ def _stop_unrestored(server: Any, exc: BaseException, run_state: RunState,
     manager = run_state.manager
     if isinstance(manager, ServerManager) and manager.current is server:
         manager.release()
-    run_state.items.get(request.node.nodeid, {}).setdefault("notes", []).append(
-        f"checkpoint A could not be restored ({str(exc)[:200]}); its server was stopped")
+    run_state.add_notes(
+        request.node.nodeid, f"checkpoint A could not be restored ({str(exc)[:200]}); its server was stopped")
 
 
 def _weight_client(engine: Engine, engines: int, checkpoints: dict[str, Checkpoint],

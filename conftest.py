@@ -11,7 +11,7 @@ pytest_plugins = [
     "fixtures.plugin.outcomes",
     "fixtures.plugin.collection",
     "fixtures.plugin.verdict",
-    "fixtures.plugin.matrix",
+    "fixtures.plugin.parametrize",
     "fixtures.plugin.servers",
     "fixtures.plugin.engines",
     "fixtures.plugin.checkpoints",

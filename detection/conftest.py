@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from detection.cases import Row, cases, matrix_markdown, schedule
 from detection.lanes import Lanes, run_case
-from faults.detection import Row, cases, matrix_markdown, schedule
 from fixtures.launching.workers import available_cores
 from fixtures.spec.catalog import load_catalog
 

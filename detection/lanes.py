@@ -2,7 +2,7 @@
 
 The cases needing a DP server (a core per rank) run first, one at a time, on every core; the
 rest then run in one lane per core (`--lifecycle-cpu-cores` gives each child its core), each
-lane taking the next case as it frees (faults/detection.py:schedule says which is which).
+lane taking the next case as it frees (detection/cases.py:schedule says which is which).
 Each test waits for its own case. Every child is started here and stopped here: at the end of
 the session, on a failure or on Ctrl-C, `stop` ends the ones still running, by process group.
 """
@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from faults.detection import Case, Schedule
+from detection.cases import Case, Schedule
 from fixtures.launching.server import stop_process_group
 from fixtures.launching.target import PROBED_ENV, handed_probe, probe_output
 

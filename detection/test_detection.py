@@ -13,8 +13,8 @@ import json
 
 import pytest
 
+from detection.cases import Case, Row, cases, judge
 from detection.lanes import Lanes
-from faults.detection import Case, Row, cases, judge
 
 
 def _variant(config: pytest.Config) -> str:

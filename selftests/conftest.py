@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from fixtures.axes.variants import VARIANTS
 from fixtures.launching.server import LaunchConfig, ServerManager
 from fixtures.launching.target import _MARK
-from fixtures.launching.variants import VARIANTS
 
 FAKE_SERVER = Path(__file__).with_name("fake_server.py")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from faults.registry import FAULTS
+from fixtures.axes.variants import VARIANTS
 from fixtures.launching.config import CERTIFY_FLAG, OPTIONS
-from fixtures.launching.variants import VARIANTS
 from fixtures.spec.catalog import load_catalog
+from vllm_lifecycle.faults.registry import FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = ROOT / ".buildkite" / "lifecycle-conformance.yaml"

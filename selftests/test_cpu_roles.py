@@ -23,7 +23,7 @@ from fixtures.reporting.cpu_roles import CpuSampler, account, descendants, role_
     (["python", "-B", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(...)"],
      "process start (spawned, importing)"),
     (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"], "vLLM API server"),
-    (["python", "-m", "fixtures.launching.offline_host", "--model", "m"], "offline host"),
+    (["python", "-m", "fixtures.in_target.offline_host", "--model", "m"], "offline host"),
     (["[pytest-xdist running] conformance/x.py::test"], "pytest"),
     (["python", "-u", "-c", "import sys;exec(eval(sys.stdin.readline()))"], "pytest"),
     (["python", "-m", "pytest", "conformance"], "pytest"),

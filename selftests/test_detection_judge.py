@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faults.detection import (
+from detection.cases import (
     BROKEN,
     CAUGHT,
     CLEAN,
@@ -14,7 +14,7 @@ from faults.detection import (
     judge,
     matrix_markdown,
 )
-from faults.registry import FAULTS
+from vllm_lifecycle.faults.registry import FAULTS
 
 CASE = Case("f", "f", ("flags/partial-wake", "flags/awake-baseline"), ("flags/partial-wake",),
             symptoms={"flags/partial-wake": "^m$"})
@@ -116,7 +116,7 @@ def test_registry_symptoms_tell_the_fault_from_other_failures():
     """Each symptom matches a message the fault produces and not an unrelated failure."""
     import re
 
-    from faults import registry as r
+    from vllm_lifecycle.faults import registry as r
 
     samples = {
         r.PARTIAL_WAKE_RESUMED: "after waking only weights: expected is_sleeping=True is_paused=True "
@@ -140,8 +140,8 @@ def test_ran_while_held_matches_every_way_the_hold_judge_reports_a_run():
     a caught fault into a wrong-cause one (as 'running' once did)."""
     import re
 
-    from faults import registry as r
-    from fixtures.judging.expect import HoldSample, hold_problems
+    from fixtures.judging.assertions import HoldSample, hold_problems
+    from vllm_lifecycle.faults import registry as r
 
     ran = [HoldSample(0.0, False, 0, 1.0), HoldSample(0.4, False, 3, 1.0), HoldSample(0.8, True, 3, 0.0)]
     problems = hold_problems(ran, 3.0)
@@ -153,7 +153,7 @@ def test_ran_while_held_matches_every_way_the_hold_judge_reports_a_run():
 
 def test_every_slice_leaves_out_the_gpu_only_instances():
     # vLLM's own trainer skips on the CPU engine; a skip in a slice would make the case broken.
-    from faults.detection import GPU_ONLY, cases
+    from detection.cases import GPU_ONLY, cases
 
     for case in cases():
         args = case.pytest_args()

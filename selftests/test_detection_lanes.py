@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from detection.cases import Case, cases, engines_needed, schedule
 from detection.lanes import Lanes
-from faults.detection import Case, cases, engines_needed, schedule
 from fixtures.spec.catalog import load_catalog
 
 CATALOG = load_catalog()

@@ -136,7 +136,7 @@ def test_the_dp_exploration_resumes_asleep_engines_only_outside_the_finding() ->
     assert _resume_allowed(one, asleep)
     dp_fixed = exploration.build_machine(engine(lives=0), [], stats, lambda b: False, engines=2)
     assert _resume_allowed(dp_fixed, asleep)
-    from refmodel import model
+    from fixtures.judging import reference_model as model
 
     only_safety = lambda b: b == "safety/no-request-while-asleep"  # noqa: E731
     assert model.kills_data_parallel(2, only_safety) == "safety/no-request-while-asleep"

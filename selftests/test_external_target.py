@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.axes.variants import VARIANTS
 from fixtures.errors import ConfigError
 from fixtures.launching.config import build_config
 from fixtures.launching.external import ExternalManager, needs_own_process, probe_external
 from fixtures.launching.server import LaunchConfig, free_port
-from fixtures.launching.variants import VARIANTS
 from selftests.conftest import fake_config
 
 MRV1 = next(v for v in VARIANTS if v.name == "MRV1-eager")

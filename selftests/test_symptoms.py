@@ -1,6 +1,6 @@
 """Each fault's symptom, per behaviour it breaks, against the failure messages of that behaviour.
 
-A symptom is what the detection judge (faults/detection.py) takes as proof that the fault, not
+A symptom is what the detection judge (detection/cases.py) takes as proof that the fault, not
 something else, failed the test. So it must match the message the fault's effect produces and
 none of the other failures the behaviour's test can report. The messages are built with the
 pure judges on hand-made observations the fault produces; where a test writes the message
@@ -14,15 +14,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from faults.registry import FAULTS
 from fixtures.judging import delivery, judges
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
-from fixtures.judging.expect import HoldSample, hold_problems
+from fixtures.judging.assertions import HoldSample, hold_problems
 from fixtures.observing.client import Generation
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from thresholds import judges as measured
 from thresholds import load_limits
+from vllm_lifecycle.faults.registry import FAULTS
 
 LIMITS = load_limits()
 AWAKE = StateView(False, False, AWAKE_GAUGE)
@@ -45,28 +45,28 @@ def gen(finish: str | None = "length", tokens: int | None = 8, chunks: int = 0,
 
 
 def state_is(context: str, expected: StateView, seen: StateView) -> str:
-    """fixtures/judging/expect.py:state_is."""
+    """fixtures/judging/assertions.py:state_is."""
     return f"{context}: expected {expected.describe()}; observed {seen.describe()}"
 
 
 def reply_is(want: str, observed: str) -> str:
-    """fixtures/judging/expect.py:reply_is (want: status and body; observed: Reply.describe())."""
+    """fixtures/judging/assertions.py:reply_is (want: status and body; observed: Reply.describe())."""
     return f"expected {want}; observed {observed}"
 
 
 def held_answered_at_once(context: str, seen: Generation) -> str:
-    """fixtures/judging/expect.py:held, answered before /load counted it."""
+    """fixtures/judging/assertions.py:held, answered before /load counted it."""
     return (f"{context}: the request was answered while it should be held (before it was seen "
             f"counted by /load); observed {seen.summary()}")
 
 
 def held_never_accepted(context: str, seen: Generation) -> str:
-    """fixtures/judging/expect.py:held, /load never counted it."""
+    """fixtures/judging/assertions.py:held, /load never counted it."""
     return f"{context}: the request was never accepted (/load stayed 0); observed {seen.summary()}"
 
 
 def held_during_window(context: str, samples: Sequence[HoldSample], seen: Generation) -> str:
-    """fixtures/judging/expect.py:held, something showed during the hold window."""
+    """fixtures/judging/assertions.py:held, something showed during the hold window."""
     return (f"{context}: " + "; ".join(hold_problems(samples, 3.0))
             + f" (window sized for 32 tokens at 40 tokens/s); observed {seen.summary()}")
 
@@ -300,7 +300,7 @@ PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) 
 
 
 def _found(pattern: str, message: str) -> bool:
-    return re.search(pattern, message, re.DOTALL) is not None  # as faults.detection.judge does
+    return re.search(pattern, message, re.DOTALL) is not None  # as detection.cases.judge does
 
 
 def test_every_fault_behaviour_with_a_symptom_has_its_messages_here():

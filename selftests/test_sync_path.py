@@ -16,7 +16,12 @@ from fixtures.errors import ConfigError, HarnessError
 from fixtures.launching.config import build_config
 from fixtures.observing.client import Reply
 from fixtures.observing.weight_sync import Checkpoint, WeightClient
-from weight_transfer.sync_path import SyncRefused, SyncTarget, load_sync_path, merge_launch_args
+from vllm_lifecycle.weight_transfer.sync_path import (
+    SyncRefused,
+    SyncTarget,
+    load_sync_path,
+    merge_launch_args,
+)
 
 MODULE = "lifecycle_selftest_sync"
 
@@ -157,7 +162,7 @@ def test_without_a_path_sync_is_the_suites_own_session(tmp_path) -> None:
 
 
 def test_the_example_path_reloads_from_the_checkpoint_folder(monkeypatch, tmp_path) -> None:
-    from weight_transfer import reload_sync
+    from vllm_lifecycle.weight_transfer import reload_sync
 
     posted = []
 

@@ -13,12 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from faults import registry
-from fixtures.errors import ConfigError, HarnessError
-from fixtures.judging import topology_judges as tj
-from fixtures.launching.config import build_config
-from fixtures.launching.tiny_model import DECLARED_EXPERTS, moe_declared
-from fixtures.launching.topologies import (
+from fixtures.axes.topologies import (
     TOPOLOGIES,
     UnknownTopologyError,
     cpu_skip_reason,
@@ -27,9 +22,14 @@ from fixtures.launching.topologies import (
     split_cores,
     topology_named,
 )
+from fixtures.errors import ConfigError, HarnessError
+from fixtures.in_target.tiny_model import DECLARED_EXPERTS, moe_declared
+from fixtures.judging import topology_judges as tj
+from fixtures.launching.config import build_config
 from fixtures.observing import process_cpu
 from fixtures.spec.catalog import CatalogError, coverage_problems, parse_catalog
 from thresholds import Limit, load_limits
+from vllm_lifecycle.faults import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -386,7 +386,7 @@ def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
     from hypothesis import Phase, settings
 
     import fixtures.plugin.options  # noqa: F401  (registers the profile)
-    from faults import detection
+    from detection import cases as detection
 
     case = next(c for c in detection.cases() if c.name == "stock-under-layered")
     assert case.pytest_args()[-4:] == ["--hypothesis-profile", "lifecycle-no-shrink",

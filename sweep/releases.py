@@ -27,7 +27,7 @@ REMOVE = ("torchvision", "torchaudio", "torchcodec")
 # Prints what the sweep records of an environment; fails if vLLM does not import.
 _PROBE = ("import importlib.util as u, torch, vllm; "
           "print(vllm.__version__); print(torch.__version__); "
-          "s = u.find_spec('faults'); print(s.origin if s else '-')")
+          "s = u.find_spec('vllm_lifecycle'); print(s.origin if s else '-')")
 
 
 def cache_root() -> Path:

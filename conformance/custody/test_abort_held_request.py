@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fixtures.judging import judges
-from fixtures.judging.expect import held, reply_is
+from fixtures.judging.assertions import held, reply_is
 from fixtures.observing import metrics
 from fixtures.observing.client import Generation, wait_until
 from fixtures.observing.engine import SETTLE_S, Engine

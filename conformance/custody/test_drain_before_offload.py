@@ -6,8 +6,8 @@ import time
 import pytest
 
 from fixtures.judging import judges
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.custody import DRAIN_SETTLE_S
-from fixtures.judging.expect import reply_is
 from fixtures.observing.client import ControlPlane, Reply, wait_until
 from fixtures.observing.engine import AWAKE_GAUGE, IN_FLIGHT_PROMPT, SLEEP_GAUGE
 

@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.judging import judges
-from fixtures.judging.expect import held, reply_is
+from fixtures.judging.assertions import held, reply_is
 from fixtures.spec.profiles import MODES, PROFILES
 
 MAX_TOKENS = 48

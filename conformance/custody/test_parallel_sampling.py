@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.judging import custody, judges
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 
 N = 2
 AFTER_TOKENS = 16

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received
 
 

@@ -1,5 +1,5 @@
 """Model-based exploration: random call sequences on one live server, each step compared with
-the reference model (refmodel/model.py). Hypothesis shrinks a discrepancy to a minimal
+the reference model (fixtures/judging/reference_model.py). Hypothesis shrinks a discrepancy to a minimal
 sequence; the failure message carries it as curl lines.
 
 Where the suite can sync weights (its embedded model and backend, a release with the session),
@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 
 from fixtures.errors import ServerDiedError
 from fixtures.judging import golden, judges
+from fixtures.judging import reference_model as model
 from fixtures.judging import topology_judges as tj
 from fixtures.judging.weight_judges import first_difference, serves_problems
 from fixtures.observing import api_shape
@@ -33,7 +34,6 @@ from fixtures.observing.client import Generation, Reply, wait_until
 from fixtures.observing.engine import Engine
 from fixtures.observing.weight_sync import Checkpoint, WeightClient
 from fixtures.spec.expectations import Instance, finding_reached
-from refmodel import model
 
 MAX_TOKENS = 8
 MAX_HELD = 3
@@ -74,7 +74,7 @@ def _version(engine: Engine) -> tuple[str | None, list[str]]:
     return str(reply.body.get("weight_version")), []
 
 
-# Inside the scope of a finding that kills a data-parallel engine (refmodel.model.FINDINGS,
+# Inside the scope of a finding that kills a data-parallel engine (fixtures.judging.reference_model.FINDINGS,
 # kills_data_parallel: stock vLLM runs a request on one rank after /resume while the other,
 # asleep, never joins its forward), the DP exploration resumes only awake engines: the finding's
 # own test judges it, and the run notes what was left out. Outside the scope it explores in full.

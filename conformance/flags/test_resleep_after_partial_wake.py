@@ -6,7 +6,7 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging import judges
-from fixtures.judging.expect import reply_is, state_is
+from fixtures.judging.assertions import reply_is, state_is
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.spec.profiles import PROFILES
 

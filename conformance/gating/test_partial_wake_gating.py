@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures.judging import expect
-from fixtures.judging.expect import reply_is
+from fixtures.judging import assertions
+from fixtures.judging.assertions import reply_is
 
 MAX_TOKENS = 32
 
@@ -17,8 +17,8 @@ def test_partial_wake_holds_requests(engine, order):
     reply_is(engine.control.wake_up([first]), 200, {"status": "sleeping"})
 
     request = engine.gen.start("held across a partial wake", MAX_TOKENS)
-    expect.held(engine, request, f"only {first!r} awake")
+    assertions.held(engine, request, f"only {first!r} awake")
 
     reply_is(engine.control.wake_up([second]), 200, {"status": "awake"})
     assert request.done.wait(engine.request_timeout), "held request did not finish after full wake"
-    expect.finished_fully(request, MAX_TOKENS, f"held request after waking {second!r}")
+    assertions.finished_fully(request, MAX_TOKENS, f"held request after waking {second!r}")

@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.judging import golden
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.observing.engine import Engine
 
 STAGED_CYCLES = 5

@@ -6,7 +6,7 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging import judges
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 
 # Long enough to fill several KV blocks, so clear_cache=false leaves a prefix-cache hit to use.
 PROMPT = "Paris is the capital of France. Berlin is the capital of Germany. " * 20

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from fixtures.judging import judges
-from fixtures.judging.expect import serving
+from fixtures.judging.assertions import serving
 from fixtures.observing import api_shape
 from fixtures.observing.client import Generation
 from fixtures.spec.expectations import Instance, reached

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from fixtures.errors import HarnessError
-from fixtures.judging.expect import reply_is, serving
+from fixtures.judging.assertions import reply_is, serving
 from fixtures.launching.external import needs_own_process
 from fixtures.observing import device
 from thresholds import judges

@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.judging import judges as contract
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.launching.external import needs_own_process
 from fixtures.observing.device import tree_rss_bytes
 from thresholds import judges

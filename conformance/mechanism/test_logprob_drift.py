@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.errors import HarnessError
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from thresholds import judges
 
 PROMPTS = ("drift probe one", "drift probe two: a longer prompt with more context", "3")

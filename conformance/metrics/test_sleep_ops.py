@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.observing import metrics
 
 OPERATIONS = ("sleep", "wake")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.judging.expect import serving, state_is
+from fixtures.judging.assertions import serving, state_is
 from fixtures.observing import api_shape
 from fixtures.observing.engine import AWAKE_GAUGE, StateView
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.judging.expect import reply_is, serving, state_is
+from fixtures.judging.assertions import reply_is, serving, state_is
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 
 AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)

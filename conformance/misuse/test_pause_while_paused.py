@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.judging.expect import reply_is, serving, state_is
+from fixtures.judging.assertions import reply_is, serving, state_is
 from fixtures.observing.engine import AWAKE_GAUGE, StateView
 from fixtures.spec.profiles import MODES
 

@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.errors import HarnessError
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.observing.engine import Engine
 
 # Long enough to fill several KV blocks, so a cache hit is visible in cached_tokens.

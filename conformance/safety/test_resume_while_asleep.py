@@ -5,7 +5,7 @@ import time
 import pytest
 
 from fixtures.judging import judges
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.observing.engine import observe_state
 from fixtures.spec.profiles import PROFILES
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from fixtures.judging.expect import serving
+from fixtures.judging.assertions import serving
 from fixtures.observing.engine import Engine
 
 ENDPOINTS = [

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.topology_judges import frontend_problems, held_problems
 from fixtures.observing import frontends
 from fixtures.observing.client import Reply, wait_until

@@ -4,7 +4,7 @@ collective RPC (the weight load's shape) and the resume then complete, twenty ti
 
 import pytest
 
-from fixtures.judging.expect import finished_fully
+from fixtures.judging.assertions import finished_fully
 from fixtures.observing.client import Reply
 
 ROUNDS = 20

@@ -6,7 +6,7 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging import topology_judges as tj
-from fixtures.judging.expect import finished_fully, reply_is, state_on_every_engine
+from fixtures.judging.assertions import finished_fully, reply_is, state_on_every_engine
 from fixtures.observing.client import Generation
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine
 

@@ -3,7 +3,7 @@ after it (while requests arrive) must be a harmless no-op, and every request mus
 
 import pytest
 
-from fixtures.judging.expect import consensus_flags, finished_fully, reply_is
+from fixtures.judging.assertions import consensus_flags, finished_fully, reply_is
 from fixtures.judging.topology_judges import SUCCESS_TOTAL, per_engine, served_problems
 
 MAX_TOKENS = 16

@@ -5,7 +5,7 @@ engine changing state, and pause -> sleep -> wake -> resume then works on every 
 import pytest
 
 from fixtures.judging import topology_judges as tj
-from fixtures.judging.expect import finished_fully, reply_is, state_on_every_engine
+from fixtures.judging.assertions import finished_fully, reply_is, state_on_every_engine
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
 
 MAX_TOKENS = 32

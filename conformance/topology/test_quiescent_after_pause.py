@@ -16,7 +16,7 @@ import pytest
 from fixtures.errors import HarnessError
 from fixtures.judging import judges
 from fixtures.judging import topology_judges as tj
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.observing import device
 from fixtures.observing.process_cpu import busy_cores, engine_processes
 from thresholds import Measurement

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fixtures.judging import judges
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import old_prefix_problems
 from fixtures.observing.engine import IN_FLIGHT_PROMPT
 

@@ -5,7 +5,7 @@ import pytest
 
 from fixtures.errors import ServerDiedError
 from fixtures.judging import golden
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import serves_problems
 from fixtures.observing.client import Generation
 from fixtures.observing.weight_sync import WeightClient

@@ -8,7 +8,7 @@ upstream's own check (examples/rl/rlhf_async_new_apis.py), against a stale-KV mi
 import pytest
 
 from fixtures.errors import HarnessError
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import first_difference, switch_problems
 from fixtures.observing.engine import IN_FLIGHT_PROMPT
 

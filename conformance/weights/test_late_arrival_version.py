@@ -5,7 +5,7 @@ profile rejects late arrivals, be refused and run on it when retried)."""
 import pytest
 
 from fixtures.judging import golden, judges
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import serves_problems
 from fixtures.spec.profiles import MODES, PROFILES
 

@@ -3,7 +3,7 @@ refused by validation, and no operation left in flight."""
 
 import pytest
 
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import operation_count_problems
 from fixtures.observing import metrics
 

@@ -8,7 +8,7 @@ cached_tokens."""
 import pytest
 
 from fixtures.errors import HarnessError
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import first_difference, reused_prefix_problems
 
 # Long enough to fill several KV blocks, so a reused prefix shows in cached_tokens.

@@ -8,7 +8,7 @@ import pytest
 
 from fixtures.errors import ServerDiedError
 from fixtures.judging import golden
-from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.assertions import serves as assert_serves
 from fixtures.judging.weight_judges import which_checkpoint
 from fixtures.observing.client import Generation
 from fixtures.observing.weight_sync import layer_chunks, update_info

@@ -3,8 +3,8 @@ B's golden output with both flags clear and the sleep-state gauge awake."""
 
 import pytest
 
-from fixtures.judging.expect import reply_is, state_is
-from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.assertions import reply_is, state_is
+from fixtures.judging.assertions import serves as assert_serves
 from fixtures.observing.engine import AWAKE_GAUGE, StateView
 
 CYCLES = ["colocated-level2", "colocated-level1-prefix-reset", "async-keep-no-clear"]

@@ -5,7 +5,7 @@ the committed version and serves the pushed checkpoint."""
 import pytest
 
 from fixtures.judging import golden
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import serves_problems, version_problems
 from fixtures.observing import frontends
 from fixtures.observing.weight_sync import layer_chunks, update_info

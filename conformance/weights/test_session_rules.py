@@ -4,8 +4,8 @@ session opened before a refused second start still completes)."""
 
 import pytest
 
-from fixtures.judging.expect import reply_is
-from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.assertions import reply_is
+from fixtures.judging.assertions import serves as assert_serves
 from fixtures.judging.weight_judges import refused_problems
 from fixtures.observing.weight_sync import layer_chunks, update_info
 

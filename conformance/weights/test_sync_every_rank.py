@@ -3,8 +3,8 @@ on a GPU target also through vLLM's own nccl trainer (a broadcast from rank 0)."
 
 import pytest
 
-from fixtures.judging.expect import reply_is
-from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.assertions import reply_is
+from fixtures.judging.assertions import serves as assert_serves
 from fixtures.judging.weight_judges import version_problems
 from fixtures.observing.weight_sync import vllm_trainer_client
 

@@ -5,8 +5,8 @@ path today), and through vLLM's own trainer side (ipc; GPU targets only)."""
 
 import pytest
 
-from fixtures.judging.expect import reply_is
-from fixtures.judging.expect import serves as assert_serves
+from fixtures.judging.assertions import reply_is
+from fixtures.judging.assertions import serves as assert_serves
 from fixtures.launching.environments import WORKER_EXTENSION
 from fixtures.observing.weight_sync import vllm_trainer_client
 

@@ -5,7 +5,7 @@ A; accepted in full, it serves B after a full wake."""
 import pytest
 
 from fixtures.judging import golden
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import serves_problems, session_outcome
 from fixtures.observing.weight_sync import outputs
 

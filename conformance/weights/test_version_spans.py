@@ -6,7 +6,7 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging import golden
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import span_problems, switch_span_problems
 from fixtures.observing.client import wait_until
 from fixtures.observing.engine import SETTLE_S

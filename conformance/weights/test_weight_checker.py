@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 
 KEY = re.compile(r"^dp\d+:pp\d+:pcp\d+:tp\d+:.+$")
 DIGEST = re.compile(r"^[0-9a-f]{64}$")

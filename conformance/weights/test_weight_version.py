@@ -4,7 +4,7 @@ pause, sleep, wake)."""
 
 import pytest
 
-from fixtures.judging.expect import reply_is
+from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import expected_version, version_problems
 
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from faults import registry
-from faults.registry import FAULTS
-from fixtures.launching.topologies import TOPOLOGIES
+from fixtures.axes.topologies import TOPOLOGIES
 from fixtures.spec.catalog import Catalog
+from vllm_lifecycle.faults import registry
+from vllm_lifecycle.faults.registry import FAULTS
 
 CAUGHT, MISSED, CLEAN, COLLATERAL, BROKEN = "caught", "missed", "clean", "collateral", "error"
 # A behaviour the fault must break failed, but not for the fault's symptom: no catch.

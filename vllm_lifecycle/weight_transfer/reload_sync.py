@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import requests
 
-from weight_transfer.sync_path import SyncRefused, SyncTarget
+from vllm_lifecycle.weight_transfer.sync_path import SyncRefused, SyncTarget
 
 TIMEOUT_S = 300.0
 

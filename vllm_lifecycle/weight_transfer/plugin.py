@@ -8,7 +8,7 @@ process that never syncs pays nothing. Stdlib only at import.
 from __future__ import annotations
 
 BACKEND_NAME = "lifecycle_file"
-BACKEND_MODULE = "weight_transfer.backend"
+BACKEND_MODULE = "vllm_lifecycle.weight_transfer.backend"
 BACKEND_CLASS = "FileWeightTransferEngine"
 
 

@@ -1,0 +1,106 @@
+"""The one-way import rule of the tree (docs/layout.md), kept the way Kubernetes keeps
+`.import-restrictions` beside its e2e framework: each room names the rooms it may import, and
+every import of every module (a function's own imports included) is checked against it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ("fixtures", "vllm_lifecycle", "thresholds", "sweep", "detection", "conformance", "selftests")
+
+# Room (a folder, or one module) -> the suite rooms its modules may import besides their own.
+# The most specific room that holds a module is its room.
+BASE = ("fixtures.errors", "fixtures.axes", "fixtures.spec")
+RULES: dict[str, tuple[str, ...]] = {
+    # Runs in the target's interpreter, beside vLLM: nothing of the suite.
+    "fixtures.in_target": (),
+    "fixtures.errors": (),
+    "fixtures.axes": ("fixtures.errors",),
+    "fixtures.spec": ("fixtures.errors", "fixtures.axes", "thresholds"),
+    "fixtures.reporting": (*BASE,),
+    "fixtures.launching": (*BASE, "fixtures.in_target", "vllm_lifecycle", "thresholds"),
+    "fixtures.observing": (*BASE, "fixtures.launching", "fixtures.in_target", "vllm_lifecycle"),
+    "fixtures.judging": (*BASE, "fixtures.observing", "fixtures.launching", "thresholds"),
+    "fixtures.plugin": (*BASE, "fixtures.in_target", "fixtures.launching", "fixtures.observing",
+                        "fixtures.judging", "fixtures.reporting", "vllm_lifecycle", "thresholds"),
+    # Loaded by vLLM's own processes: nothing outside the installed package.
+    "vllm_lifecycle": (),
+    "thresholds": (),
+    "sweep": (*BASE,),
+    "detection": ("fixtures", "vllm_lifecycle"),
+    "conformance": ("fixtures", "thresholds"),
+}
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in RULES:
+            return ".".join(parts[:n])
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def suite_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.split(".")[0] in SUITE}
+
+
+def allowed(importer: str, imported: str) -> bool:
+    room = room_of(importer)
+    if room is None:
+        return True
+    return any(imported == r or imported.startswith(r + ".") for r in (room, *RULES[room]))
+
+
+def breaches(paths: list[Path]) -> list[str]:
+    found = []
+    for path in paths:
+        importer = module_name(path)
+        for imported in sorted(suite_imports(path)):
+            if not allowed(importer, imported):
+                found.append(f"{importer} imports {imported}")
+    return found
+
+
+def tree_modules() -> list[Path]:
+    return sorted(p for top in SUITE if top != "selftests" for p in (ROOT / top).rglob("*.py"))
+
+
+def test_every_module_keeps_the_one_way_import_rule() -> None:
+    modules = tree_modules()
+    assert ROOT / "fixtures" / "plugin" / "servers.py" in modules
+    assert breaches(modules) == []
+
+
+def test_every_room_of_the_harness_has_a_rule() -> None:
+    rooms = {p.name for p in (ROOT / "fixtures").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in (ROOT / "fixtures").glob("*.py") if p.stem != "__init__"}
+    assert {f"fixtures.{r}" for r in rooms | modules} <= set(RULES)
+
+
+def test_the_rule_refuses_an_import_against_it(tmp_path: Path) -> None:
+    module = ROOT / "fixtures" / "reporting" / "_probe_breach.py"
+    assert module_name(module) == "fixtures.reporting._probe_breach"
+    stray = tmp_path / "probe.py"
+    stray.write_text("def f():\n    from fixtures.plugin import phases\n")
+    assert suite_imports(stray) == {"fixtures.plugin", "fixtures.plugin.phases"}
+    assert not allowed("fixtures.reporting.benchmark", "fixtures.plugin.phases")
+    assert not allowed("fixtures.in_target.offline_host", "fixtures.errors")
+    assert not allowed("vllm_lifecycle.faults.plugin", "fixtures.spec.catalog")
+    assert allowed("fixtures.plugin.servers", "fixtures.launching.server")
+    assert allowed("fixtures.judging.judges", "fixtures.judging.delivery")

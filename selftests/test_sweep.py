@@ -31,6 +31,20 @@ def row(m: dict[str, Any], bid: str) -> dict[str, Any]:
     return next(r for r in m["behaviours"] if r["behaviour"] == bid)
 
 
+def test_a_skipped_instance_never_hides_what_the_others_showed() -> None:
+    """A GPU-only instance skips on a CPU release: the behaviour holds there when the instances
+    that can run pass, and the cell says a skip was left apart."""
+    m = matrix.build([ran("0.31.0", rec("a", "skip"), rec("a", "pass")),
+                      ran("0.32.0", rec("a", "skip"), rec("a", "finding")),
+                      ran("0.30.0", rec("a", "skip"))])
+    assert row(m, "a")["cells"]["0.31.0"]["outcome"] == "pass"
+    assert row(m, "a")["cells"]["0.32.0"]["outcome"] == "finding"
+    assert row(m, "a")["cells"]["0.30.0"]["outcome"] == "skip"
+    assert row(m, "a")["first_holds"] == "0.31.0"
+    assert matrix.cell_text(row(m, "a")["cells"]["0.31.0"]) == "pass+skip"
+    assert matrix.cell_text(row(m, "a")["cells"]["0.30.0"]) == "skip"
+
+
 def test_cell_is_the_worst_outcome_with_its_message() -> None:
     m = matrix.build([ran("0.30.0", rec("a", "pass"), rec("a", "fail", "expected 200, got 500"),
                           rec("a", "skip"))])

@@ -24,12 +24,15 @@ ABSENT = "absent"  # the run has no instance of this behaviour (not selected)
 HOLDS = frozenset({"pass", "tentative-pass", "finding-fixed"})
 BROKEN = frozenset({"fail", "finding", "tentative-fail"})
 
-# Worst first wins in a cell. not-applicable ranks below every outcome of an instance that ran, so
-# a behaviour with one applicable instance is judged on it; an outcome this module does not know
-# (a newer suite) ranks as an error: never read as a pass.
-RANK = {ABSENT: -3, "notrun": -2, NOT_APPLICABLE: -1, "pass": 0, "tentative-pass": 1,
-        "tentative-fail": 2, "finding-fixed": 3, "finding": 4, "skip": 5, "fail": 6, "error": 7,
+# Worst first wins in a cell. A skip (the platform cannot run that instance: a GPU-only runner or
+# trainer on a CPU target) and not-applicable rank below every outcome of an instance that ran, so a
+# behaviour is judged on the instances that can run on that release; the cell marks the others
+# apart. An outcome this module does not know (a newer suite) ranks as an error: never a pass.
+RANK = {ABSENT: -4, "notrun": -3, NOT_APPLICABLE: -2, "skip": -1, "pass": 0, "tentative-pass": 1,
+        "tentative-fail": 2, "finding-fixed": 3, "finding": 4, "fail": 6, "error": 7,
         RUN_ERROR: 8, NOT_INSTALLABLE: 9}
+# Outcomes of instances that did not run, marked beside a verdict from those that did.
+_APART = {NOT_APPLICABLE: "n/a", "skip": "skip"}
 _UNKNOWN_RANK = RANK["error"]
 
 # Markdown/HTML glyphs: short enough for a wide table, the legend says what each one means.
@@ -182,10 +185,12 @@ def release_label(release: Mapping[str, Any]) -> str:
 
 
 def cell_text(cell: Mapping[str, Any]) -> str:
-    """The cell's symbol; "+n/a" marks a verdict from some instances while others were not applicable."""
+    """The cell's symbol; "+n/a" or "+skip" marks a verdict from some instances while others were
+    not applicable or skipped there."""
     out = str(cell["outcome"])
-    partial = out != NOT_APPLICABLE and (cell.get("outcomes") or {}).get(NOT_APPLICABLE)
-    return SYMBOL.get(out, out) + ("+n/a" if partial else "")
+    tally = cell.get("outcomes") or {}
+    return SYMBOL.get(out, out) + "".join(f"+{mark}" for kind, mark in _APART.items()
+                                          if kind != out and rank(kind) < rank(out) and tally.get(kind))
 
 
 def _md_escape(text: str) -> str:
@@ -212,7 +217,8 @@ def render_md(matrix: Mapping[str, Any]) -> str:
                      + f" | {row['first_holds'] or '—'} | {stops or '—'} |")
     lines += ["", "Legend: " + ", ".join(f"{v} = {k}" for k, v in SYMBOL.items()) + ".",
               "A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail; "
-              "other cells say nothing either way.", ""]
+              "other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the "
+              "instances that ran; others were not applicable or skipped on that release.", ""]
     return "\n".join(lines)
 
 
@@ -250,6 +256,7 @@ table{{border-collapse:collapse}}</style></head><body>
 <th>stopped holding</th></tr>
 {''.join(body)}</table>
 <p>Legend: {legend}. A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail;
-other cells say nothing either way. Hover a cell for its message; click for that release's report.</p>
+other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the instances that
+ran; others were not applicable or skipped on that release. Hover a cell for its message; click for that release's report.</p>
 </body></html>
 """

@@ -257,6 +257,7 @@ table{{border-collapse:collapse}}</style></head><body>
 {''.join(body)}</table>
 <p>Legend: {legend}. A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail;
 other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the instances that
-ran; others were not applicable or skipped on that release. Hover a cell for its message; click for that release's report.</p>
+ran; others were not applicable or skipped on that release. Hover a cell for its message; click for
+that release's report.</p>
 </body></html>
 """

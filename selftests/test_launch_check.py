@@ -24,12 +24,8 @@ def _flags_in(node: ast.AST) -> set[str]:
 
 
 def suite_flags() -> set[str]:
-    """Every flag the suite passes at launch: the launch-config fixtures and tests' with_args."""
-    flags: set[str] = set()
-    fixtures = ast.parse((ROOT / "fixtures" / "plugin" / "servers.py").read_text())
-    for node in ast.walk(fixtures):
-        if isinstance(node, ast.FunctionDef) and node.name in ("base_config", "offline_config"):
-            flags |= _flags_in(node)
+    """Every flag the suite passes at launch: the launch recipes and tests' with_args."""
+    flags = _flags_in(ast.parse((ROOT / "fixtures" / "launching" / "recipes.py").read_text()))
     for path in (ROOT / "conformance").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "with_args":

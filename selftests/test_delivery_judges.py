@@ -22,7 +22,7 @@ GOOD = {
 
 @pytest.mark.parametrize("kind", sorted(GOOD))
 def test_a_clean_delivery_passes(kind):
-    assert delivery.delivered_once(kind, GOOD[kind], REF) == []
+    assert delivery.exactly_once_problems(kind, GOOD[kind], REF) == []
 
 
 @pytest.mark.parametrize(("kind", "outputs", "needle"), [
@@ -39,21 +39,26 @@ def test_a_clean_delivery_passes(kind):
     ("final_only", [], "nothing was delivered"),
 ])
 def test_each_broken_delivery_is_named(kind, outputs, needle):
-    problems = delivery.delivered_once(kind, outputs, REF)
+    problems = delivery.exactly_once_problems(kind, outputs, REF)
     assert any(needle in p for p in problems), problems
 
 
 def test_unknown_kind_is_a_harness_mistake():
     with pytest.raises(ValueError, match="unknown output kind"):
-        delivery.delivered_once("sometimes", GOOD["delta"], REF)
+        delivery.exactly_once_problems("sometimes", GOOD["delta"], REF)
 
 
 PHASES = ("awake", "draining", "asleep", "woken")
 
 
 def test_finished_before_needs_the_end_in_time():
-    assert delivery.finished_before([out(REF, True, "length", "asleep")], "woken", PHASES) == []
-    late = delivery.finished_before([out([5], phase="asleep"), out(REF, True, "length", "woken")],
-                                    "woken", PHASES)
+    assert delivery.late_finish_problems([out(REF, True, "length", "asleep")], "woken", PHASES) == []
+    late = delivery.late_finish_problems([out([5], phase="asleep"), out(REF, True, "length", "woken")],
+                                         "woken", PHASES)
     assert late == ["finished only in phase 'woken', not before 'woken'"]
-    assert delivery.finished_before([out([5])], "woken", PHASES) == ["never finished"]
+    assert delivery.late_finish_problems([out([5])], "woken", PHASES) == ["never finished"]
+
+
+def test_first_difference_counts_a_short_run() -> None:
+    assert delivery.first_difference([1, 2], [1, 2, 3]) == 2
+    assert delivery.first_difference([1, 2], [1, 2]) is None

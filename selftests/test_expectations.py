@@ -124,12 +124,12 @@ REAL = {e.behaviour: e for e in ex.load_expectations(load_catalog()) if e.kind =
 
 def test_abort_before_first_token_finding_matches_only_a_stream_with_nothing():
     finding = REAL["custody/abort-before-first-token"]
-    nothing = judges.aborted(_gen(), 32)
+    nothing = judges.abort_problems(_gen(), 32)
     assert finding.matches("; ".join(nothing))
     # Cut after tokens arrived, errored, or ran to its end: not the finding.
-    cut = judges.aborted(_gen(chunks=[(0.1, "a"), (0.2, "b")], finish_reasons={0: None}), 32)
-    raised = judges.aborted(_gen(error=RuntimeError("HTTP 500")), 32)
-    full = judges.aborted(_gen(finish_reasons={0: "length"}, completion_tokens=32), 32)
+    cut = judges.abort_problems(_gen(chunks=[(0.1, "a"), (0.2, "b")], finish_reasons={0: None}), 32)
+    raised = judges.abort_problems(_gen(error=RuntimeError("HTTP 500")), 32)
+    full = judges.abort_problems(_gen(finish_reasons={0: "length"}, completion_tokens=32), 32)
     for problems in (cut, raised, full):
         assert problems and not finding.matches("; ".join(problems)), problems
 
@@ -251,8 +251,8 @@ def _gen_at(**kw) -> Generation:
 # Each real finding and tentative expectation, with the whole message its test produces for it.
 WHOLE = {
     "custody/abort-before-first-token": [
-        "; ".join(judges.aborted(_gen_at(), 32)),
-        "; ".join(judges.aborted(_gen_at(chunks=[(10.1, "")], finish_reasons={0: None}), 32)),
+        "; ".join(judges.abort_problems(_gen_at(), 32)),
+        "; ".join(judges.abort_problems(_gen_at(chunks=[(10.1, "")], finish_reasons={0: None}), 32)),
     ],
     "custody/abort-held-request": [HELD_ABORTED],
     "golden/after-kv-release": [

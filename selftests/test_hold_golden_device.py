@@ -13,6 +13,7 @@ import pytest
 from fixtures.errors import HarnessError
 from fixtures.judging import golden
 from fixtures.judging.assertions import HoldSample, held, hold_problems, watch_hold
+from fixtures.judging.delivery import first_difference
 from fixtures.observing import device, metrics
 from fixtures.observing.client import ControlPlane, Generation, Reply, wait_until
 from fixtures.observing.engine import (
@@ -167,18 +168,18 @@ class CorruptingEngine:
 
 def test_a_reference_captured_at_first_attach_survives_an_earlier_tests_corrupting_wake():
     engine = CorruptingEngine()
-    golden.capture_pristine(engine.facts, engine.capture)  # the first attach, before any call
+    golden.pristine_run(engine.facts, engine.capture)  # the first attach, before any call
     engine.wake()  # an earlier test slept and woke it: corrupted
-    reference = golden.reference(engine.facts)
+    reference = golden.pristine_run(engine.facts)
     assert reference.token_ids == tuple(i % 50 for i in range(golden.TOKENS))  # the pristine run
     engine.wake()  # golden/after-wake's own wake
-    assert golden.differs(engine.capture(), reference) == 0  # caught
+    assert first_difference(engine.capture().token_ids, reference.token_ids) == 0  # caught
     # The old way took the reference lazily at the golden test, after the first wake: the
     # corruption became the reference and only the second wake's shift was compared.
     late_engine = CorruptingEngine()
     late_engine.wake()
     late_reference = late_engine.capture()
-    assert golden.differs(late_engine.capture(), late_reference) is None  # missed
+    assert first_difference(late_engine.capture().token_ids, late_reference.token_ids) is None  # missed
 
 
 def test_a_reference_asked_for_after_a_lifecycle_call_without_one_captured_is_an_error():
@@ -186,14 +187,14 @@ def test_a_reference_asked_for_after_a_lifecycle_call_without_one_captured_is_an
     engine.wake()
     with pytest.raises(HarnessError, match=r"^golden reference requested after the engine had seen 1 "
                        r"lifecycle call\(s\) and none was captured"):
-        golden.capture_pristine(engine.facts, engine.capture)
+        golden.pristine_run(engine.facts, engine.capture)
     with pytest.raises(HarnessError, match="after the engine had seen 1 lifecycle call"):
-        golden.reference(engine.facts)
+        golden.pristine_run(engine.facts)
     untracked: dict[str, object] = {golden.UNTRACKED_FACT: True}
     with pytest.raises(HarnessError, match="had seen an uncounted number of lifecycle call"):
-        golden.reference(untracked)
+        golden.pristine_run(untracked)
     with pytest.raises(HarnessError, match=r"^golden reference missing"):
-        golden.reference({})  # pristine, but nothing to capture with
+        golden.pristine_run({})  # pristine, but nothing to capture with
 
 
 def test_a_short_capture_is_a_harness_error():

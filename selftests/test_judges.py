@@ -19,40 +19,40 @@ def record(reasons, tokens, ids=(), error=None) -> Generation:
 
 
 def test_aborted_accepts_a_cut_request_and_catches_the_others():
-    assert judges.aborted(record(["abort"], 10), 100) == []
-    assert judges.aborted(record(["abort", "abort"], 20), 100, n=2) == []
-    ran_out = judges.aborted(record(["length"], 100), 100)
+    assert judges.abort_problems(record(["abort"], 10), 100) == []
+    assert judges.abort_problems(record(["abort", "abort"], 20), 100, n=2) == []
+    ran_out = judges.abort_problems(record(["length"], 100), 100)
     assert any("expected all 'abort'" in p for p in ran_out)
     assert any("ran to its end" in p for p in ran_out)
-    assert judges.aborted(record(["abort", None], 5), 100, n=2)  # one choice left hanging
-    assert judges.aborted(record([None], 0), 100)  # ended with no finish reason
+    assert judges.abort_problems(record(["abort", None], 5), 100, n=2)  # one choice left hanging
+    assert judges.abort_problems(record([None], 0), 100)  # ended with no finish reason
 
 
 def test_completed_checks_length_reason_and_ids():
     ids = list(range(8))
-    assert judges.completed(record(["length"], 8, ids), 8, reference=ids) == []
-    lost_token = judges.completed(record(["length"], 8, [*ids[:3], *ids[4:], 99]), 8, reference=ids)
+    assert judges.completion_problems(record(["length"], 8, ids), 8, reference=ids) == []
+    lost_token = judges.completion_problems(record(["length"], 8, [*ids[:3], *ids[4:], 99]), 8, reference=ids)
     assert any("from position 3" in p for p in lost_token)
-    assert judges.completed(record(["abort"], 3, ids[:3]), 8)
-    assert judges.completed(record(["length"], 7, ids[:7]), 8)
-    assert judges.completed(record(["length"], 8, ids, error=RuntimeError("x")), 8)
+    assert judges.completion_problems(record(["abort"], 3, ids[:3]), 8)
+    assert judges.completion_problems(record(["length"], 7, ids[:7]), 8)
+    assert judges.completion_problems(record(["length"], 8, ids, error=RuntimeError("x")), 8)
 
 
 def test_frozen_needs_a_still_count_and_an_unfinished_request():
-    assert judges.frozen(40, 40, 100) == []
-    assert judges.frozen(40, 52, 100) == ["12 tokens arrived while paused (40 -> 52)"]
-    assert judges.frozen(100, 100, 100)  # finished before the pause: nothing was frozen
+    assert judges.freeze_problems(40, 40, 100) == []
+    assert judges.freeze_problems(40, 52, 100) == ["12 tokens arrived while paused (40 -> 52)"]
+    assert judges.freeze_problems(100, 100, 100)  # finished before the pause: nothing was frozen
 
 
 def test_rejected_while_paused_reads_both_transports():
     body = {"error": {"message": "Generation is paused. Please retry after it resumes.",
                       "type": "ServiceUnavailableError", "code": 503}}
-    assert judges.rejected_while_paused(record([], None, error=StreamError(503, body))) == []
+    assert judges.rejection_problems(record([], None, error=StreamError(503, body))) == []
     event = {"error": {**body["error"], "type": "InternalServerError"}}  # chat stream: HTTP 200
-    assert judges.rejected_while_paused(record([], None, error=StreamError(200, event))) == []
-    assert judges.rejected_while_paused(record(["length"], 8))  # held and served instead
+    assert judges.rejection_problems(record([], None, error=StreamError(200, event))) == []
+    assert judges.rejection_problems(record(["length"], 8))  # held and served instead
     other = {"error": {"message": "queue full", "code": 503}}
-    assert judges.rejected_while_paused(record([], None, error=StreamError(503, other)))
+    assert judges.rejection_problems(record([], None, error=StreamError(503, other)))
 
 
 @pytest.mark.parametrize(("observed", "ok"), [(0.0, True), (0.01, True), (0.0100001, False)])
@@ -94,20 +94,20 @@ def test_a_failed_trial_whose_request_ended_before_the_call_is_an_error_not_a_fa
 
     gen = Generation(stream=True, max_tokens=500, started=10.0, ended=11.6)
     gen.finish_reasons, gen.completion_tokens = {0: "length"}, 500
-    problems = judges.aborted(gen, 500)
+    problems = judges.abort_problems(gen, 500)
     assert problems  # what the judge says of the record alone
     with pytest.raises(HarnessError, match=r"ended 0\.40 s before the call was sent.*not judged"):
-        judges.unless_ended_before(problems, gen, sent=12.0, call="call")
+        judges.standing_problems(problems, judges.ended_before(gen, sent=12.0, call="call"))
 
 
 @pytest.mark.parametrize("ended", [None, 12.0, 12.5])
 def test_a_failed_trial_whose_request_was_open_at_the_call_stays_a_failure(ended) -> None:
     gen = Generation(stream=True, max_tokens=500, started=10.0, ended=ended)
     gen.finish_reasons, gen.completion_tokens = {0: "length"}, 500
-    problems = judges.aborted(gen, 500)
-    assert judges.unless_ended_before(problems, gen, sent=12.0, call="abort") == problems
+    problems = judges.abort_problems(gen, 500)
+    assert judges.standing_problems(problems, judges.ended_before(gen, sent=12.0, call="abort")) == problems
 
 
 def test_a_passing_trial_stands_however_early_its_request_ended() -> None:
     gen = Generation(stream=True, max_tokens=500, started=10.0, ended=11.0)
-    assert judges.unless_ended_before([], gen, sent=12.0, call="call") == []
+    assert judges.standing_problems([], judges.ended_before(gen, sent=12.0, call="call")) == []

@@ -45,7 +45,7 @@ def gen(reasons: list[str | None], tokens: int | None, ids: tuple[int, ...] = ()
 # -- misuse/release-kv-out-of-order ---------------------------------------------------------
 
 def test_release_refusal_names_the_missing_precondition():
-    judge = judges.release_refused
+    judge = judges.release_refusal_problems
     refused = reply(500, {"error": {"message": "Call to release_kv_cache_memory method failed: "
                                     "release_kv_cache_memory() requires a completed pause first",
                                     "type": "InternalServerError", "param": None, "code": 500}})
@@ -83,20 +83,20 @@ def test_release_after_pause_is_judged_per_platform():
 
 def test_aborted_held_request_must_end_unrun():
     held = load("custody/test_abort_held_request.py")
-    assert held.aborted_unrun(gen(["abort"], 0)) == []
-    ran = held.aborted_unrun(gen(["length"], 48, tuple(range(48))))
+    assert held.held_abort_problems(gen(["abort"], 0)) == []
+    ran = held.held_abort_problems(gen(["length"], 48, tuple(range(48))))
     assert any(p.startswith("the aborted request ended with 'length', expected 'abort'") for p in ran)
     assert any(p.startswith("the aborted request has tokens (48 ids") for p in ran)
-    partial = held.aborted_unrun(gen(["abort"], 5, (1, 2, 3, 4, 5)))
+    partial = held.held_abort_problems(gen(["abort"], 5, (1, 2, 3, 4, 5)))
     assert partial and partial[0].startswith("the aborted request has tokens (5 ids")
 
 
 def test_aborted_held_request_must_not_run_after_resume():
     held = load("custody/test_abort_held_request.py")
-    assert held.ran_alone(48.0, 0, 48) == []
-    both = held.ran_alone(96.0, 0, 48)
+    assert held.after_resume_problems(48.0, 0, 48) == []
+    both = held.after_resume_problems(96.0, 0, 48)
     assert both and both[0].startswith("96 tokens generated after /resume, expected at most 48")
-    stuck = held.ran_alone(48.0, 1, 48)
+    stuck = held.after_resume_problems(48.0, 1, 48)
     assert stuck == ["/load is 1 after both requests ended, expected 0"]
 
 

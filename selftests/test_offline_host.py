@@ -12,19 +12,10 @@ import pytest
 from fixtures.axes.offline_engines import BY_NAME, engines_named
 from fixtures.errors import HarnessError
 from fixtures.in_target import offline_apis, offline_host
-from fixtures.judging.offline_custody import (
-    IN_FLIGHT_ATTEMPTS,
-    DrainObservation,
-    drain_began_late,
-    start_in_flight,
-)
-from fixtures.observing.offline import (
-    Called,
-    Delivery,
-    NotInFlightError,
-    OfflineClient,
-    returned,
-)
+from fixtures.judging.judges import standing_problems
+from fixtures.judging.offline_custody import DrainObservation, drain_began_late, finished_before_call
+from fixtures.judging.offline_judges import return_problems
+from fixtures.observing.offline import IN_FLIGHT_TRIES, Called, Delivery, NotInFlightError, OfflineClient
 
 
 class FakeOutput:
@@ -134,7 +125,7 @@ def client() -> Iterator[OfflineClient]:
 
 def test_a_request_seen_only_finished_is_retried_longer():
     for starved in serve(StarvedHost(runs_from=1200)):
-        size, expected = start_in_flight(starved, "delta", "awake", queued=True)
+        size, expected = starved.start_in_flight("delta", "awake", queued=True)
         assert size == 1200 and expected == [1, 2]
         assert starved.notes == [
             "in-flight request of 300 tokens finished before it was seen running; retried with 600",
@@ -145,28 +136,28 @@ def test_a_request_seen_only_finished_is_retried_longer():
 
 def test_a_request_never_seen_running_is_a_harness_error_after_the_last_attempt():
     for starved in serve(StarvedHost(runs_from=10**6)):
-        last = 300 * 2 ** (IN_FLIGHT_ATTEMPTS - 1)
+        last = 300 * 2 ** (IN_FLIGHT_TRIES - 1)
         with pytest.raises(NotInFlightError, match=rf"in-flight was not in flight \(0/{last} tokens\)"):
-            start_in_flight(starved, "delta", "awake")
-        assert len(starved.notes) == IN_FLIGHT_ATTEMPTS - 1
+            starved.start_in_flight("delta", "awake")
+        assert len(starved.notes) == IN_FLIGHT_TRIES - 1
 
 
 def test_a_refusal_is_an_observation_not_a_host_error(client):
     called = client.call("sleep", level=1, mode="wait")
     assert called.raised == {"type": "ValueError",
                              "message": "'wait' pause mode is not supported in inproc-engine mode"}
-    assert returned(called) and "raised ValueError" in returned(called)[0]
+    assert return_problems(called) and "raised ValueError" in return_problems(called)[0]
     missing = client.call("pause_generation", mode="abort")
     assert missing.raised and missing.raised["type"] == "AttributeError"
 
 
 def test_the_phase_given_with_a_call_stamps_later_outputs(client):
-    assert returned(client.call("sleep", then="asleep", level=1)) == []
+    assert return_problems(client.call("sleep", then="asleep", level=1)) == []
     client.add("r", "a sentence", 2, "delta")
     assert client.collect({"r": "finished"})
     seen = client.deliveries()["r"]
     assert seen.phases() == ["asleep", "asleep"] and seen.outputs[-1]["finished"]
-    assert returned(client.call("wake_up"), True) == []
+    assert return_problems(client.call("wake_up"), True) == []
     assert client.flags() == {"is_sleeping": False}
 
 
@@ -185,7 +176,7 @@ def test_malformed_operations_are_harness_errors(client):
 def test_baseline_wakes_and_forgets(client):
     client.call("sleep", level=1)
     client.add("left-over", "p", 2, "delta")
-    assert client.baseline() == {"unfinished": ["left-over"], "was_sleeping": True}
+    assert client.to_baseline() == {"unfinished": ["left-over"], "was_sleeping": True}
     assert client.deliveries() == {}
 
 
@@ -247,13 +238,11 @@ def test_a_drain_is_judged_whatever_the_engine_did_once_it_was_asked():
 def test_an_offline_trial_whose_request_finished_before_the_call_is_an_error_not_a_failure():
     """The offline pause: a request whose last output reached the caller finished while the
     phase was still "running" ended before the pause was asked for."""
-    from fixtures.judging.offline_custody import unless_finished_before
-
     ended = [{"phase": "running", "finished": False}, {"phase": "running", "finished": True}]
     problems = ["expected finish_reason 'abort' with fewer than 442 tokens; got 'length' with 442"]
     with pytest.raises(HarnessError, match=r"442 tokens\) had finished before the pause.*not judged"):
-        unless_finished_before(problems, ended, "running", 442, "pause")
+        standing_problems(problems, finished_before_call(ended, "running", 442, "pause"))
     # Finished after the pause was asked for: the pause's rule applied, the failure stands.
     later = [{"phase": "running", "finished": False}, {"phase": "resumed", "finished": True}]
-    assert unless_finished_before(problems, later, "running", 442, "pause") == problems
-    assert unless_finished_before([], ended, "running", 442, "pause") == []  # a pass stands
+    assert standing_problems(problems, finished_before_call(later, "running", 442, "pause")) == problems
+    assert standing_problems([], finished_before_call(ended, "running", 442, "pause")) == []  # a pass stands

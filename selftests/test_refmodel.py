@@ -214,7 +214,7 @@ def test_gauge_finding_excuses_no_awake_gauge_outside_a_partial_wake():
 def _ended(number: int, gen) -> model.Ended:
     from fixtures.judging import judges
 
-    return model.Ended(number, tuple(judges.completed(gen, 8)), gen.summary())
+    return model.Ended(number, tuple(judges.completion_problems(gen, 8)), gen.summary())
 
 
 def _gen(**fields):

@@ -18,8 +18,10 @@ from fixtures.judging import delivery, judges
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
 from fixtures.judging.assertions import HoldSample, hold_problems
+from fixtures.judging.offline_judges import flag_problems, return_problems
 from fixtures.observing.client import Generation
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
+from fixtures.observing.offline import Called
 from thresholds import judges as measured
 from thresholds import load_limits
 from vllm_lifecycle.faults.registry import FAULTS
@@ -77,11 +79,11 @@ def beyond(measurements: Sequence[object]) -> str:
 
 
 def deltas(outputs: list[list[int]], reference: list[int], last_reason: str = "length") -> str:
-    """conformance/custody/test_drain_delivers_once.py over delivery.delivered_once."""
+    """conformance/custody/test_drain_delivers_once.py over delivery.exactly_once_problems."""
     history = [{"token_ids": ids, "finished": i == len(outputs) - 1,
                 "finish_reason": last_reason if i == len(outputs) - 1 else None, "phase": "drain"}
                for i, ids in enumerate(outputs)]
-    return "; ".join(delivery.delivered_once("delta", history, reference)) + "; observed 1 request"
+    return "; ".join(delivery.exactly_once_problems("delta", history, reference)) + "; observed 1 request"
 
 
 ABORTED_AT_ONCE = gen("abort", 0)
@@ -95,10 +97,9 @@ REF = list(range(16))
 FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("partial-wake-resumes", "flags/partial-wake"): [
         state_is("after waking only weights", asleep(1), StateView(True, False, SLEEP_GAUGE[1])),
-        # conformance/flags/test_sleep_flags_offline.py: offline.flags_are, offline.returned
-        "after waking only weights: expected is_sleeping, is_paused True; observed "
-        "{'is_sleeping': True, 'is_paused': False}",
-        "wake_up() returned True (0.01 s); expected False"],
+        # conformance/flags/test_sleep_flags_offline.py
+        *flag_problems({"is_sleeping": True, "is_paused": False}, True, "after waking only weights"),
+        *return_problems(Called("wake_up", True, seconds=0.01), False)],
     ("partial-wake-resumes", "gating/partial-wake-holds-requests"): [
         held_during_window("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
         held_answered_at_once("only 'weights' awake", RAN_IN_FULL),
@@ -106,13 +107,13 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         "the request started while only weights was awake (12 tokens processed, 3 outputs "
         "delivered); observed held: 12 outputs"],
     ("keep-aborts", "custody/pause-in-flight"): [
-        "/pause?mode=keep: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+        "/pause?mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("keep-aborts", "custody/sleep-in-flight"): [
-        "/sleep?level=1&mode=keep: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+        "/sleep?level=1&mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("wait-skips-drain", "custody/sleep-in-flight"): [
-        "/sleep?level=1&mode=wait: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+        "/sleep?level=1&mode=wait: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("wait-skips-drain", "custody/drain-before-offload"): [
-        "first: " + "; ".join(judges.completed(gen("abort", 3), 8))],
+        "first: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     # /is_sleeping false while a memory tag sleeps, at each test's first check of the flags.
     **{("sleep-flag-stale", b): [state_is(context, asleep(level), StateView(False, True, SLEEP_GAUGE[level]))
                                  for level in (1, 2)]
@@ -160,7 +161,7 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("dp-wake-reaches-one-rank", "topology/kv-wake-then-resume"): [
         "POST /wake_up got no answer within 15 s",
         *tj.served_problems({"0": 0.0, "1": 0.0}, {"0": 8.0, "1": 0.0}, 8, "after the full wake")],
-    ("dp-coordinator-latch", "topology/drain-after-late-request"): tj.drain_problems(
+    ("dp-coordinator-latch", "topology/drain-after-late-request"): tj.drain_round_problems(
         [tj.DrainRound(1, None, 30.0, "TimeoutError: Timeout reached after 30 seconds", True, None,
                        {}, 8, {})], 10.0, 30.0),
     # conformance/topology/test_collective_rpc_paused.py
@@ -193,7 +194,7 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     # conformance/weights/test_prefix_cache_across_sync.py joins its problems
     ("weights-keep-pause-stale-kv", "weights/prefix-cache-across-sync"): ["; ".join(
         wj.reused_prefix_problems([1, 9], [1, 2], 48, True, "pause-clears: the prompt after the sync"))],
-    # conformance/weights/test_aborted_request_version.py: judges.aborted, then the prefix judge
+    # conformance/weights/test_aborted_request_version.py: judges.abort_problems, then the prefix judge
     ("weights-abort-pause-keeps-requests", "weights/aborted-request-old-version"): [
         "; ".join(["finish reasons ['length'], expected all 'abort'",
                    "1200 tokens: the request ran to its end, not cut by abort",
@@ -210,7 +211,7 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
     "mechanism/host-rss-stable": [
-        "cycle 3, the request after the wake: " + "; ".join(judges.completed(gen("abort", 2), 16)),
+        "cycle 3, the request after the wake: " + "; ".join(judges.completion_problems(gen("abort", 2), 16)),
         reply_is("200 {'status': 'sleeping', 'level': 1}",
                  "POST /sleep?level=1 -> 500 {'error': 'host RSS unreadable'} (0.02 s)"),
         # the measurements within their limits never fail the test
@@ -232,7 +233,7 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         "sleep(mode='wait') raised RuntimeError: delta collector closed (0.10 s); expected it to "
         "return; observed 1 request"],
     "custody/late-arrival": [
-        "held request after /resume: " + "; ".join(judges.completed(gen("abort", 5), 48)),
+        "held request after /resume: " + "; ".join(judges.completion_problems(gen("abort", 5), 48)),
         "held request did not finish after /resume",
         held_during_window("profile 0.32, /pause?mode=keep", RAN_SAMPLES, RAN_IN_FULL),
         held_answered_at_once("profile 0.32, /pause?mode=keep", gen("length", 48)),
@@ -271,11 +272,11 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         "the held request did not finish within 120 s of the resume",
         "pause_generation() raised RuntimeError: boom (0.01 s); expected it to return"],
     "custody/drain-before-offload": [
-        *judges.gauge_awake_during_drain([judges.GaugeReading(1.0, 1.1, SLEEP_GAUGE[1])], 2.0,
-                                         AWAKE_GAUGE),
+        *judges.drain_gauge_problems([judges.GaugeReading(1.0, 1.1, SLEEP_GAUGE[1])], 2.0,
+                                     AWAKE_GAUGE),
         f"gauge after the sleep: expected {SLEEP_GAUGE[1]}; observed {SLEEP_GAUGE[2]}",
         f"gauge after the sleep: expected {SLEEP_GAUGE[1]}; observed None",
-        "first: " + "; ".join(judges.completed(gen("abort", 3), 8)),
+        "first: " + "; ".join(judges.completion_problems(gen("abort", 3), 8)),
         f"request queued during the drain ran before the wake: {gen('length', 48).summary()}"],
 }
 

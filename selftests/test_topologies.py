@@ -213,17 +213,17 @@ def _drain(**changes) -> tj.DrainRound:
 
 
 def test_the_drain_must_return_in_time_and_both_requests_finish():
-    assert tj.drain_problems([_drain(), _drain(round=2, drain_seconds=5.0)], 15, 30) == []
-    latched = tj.drain_problems([_drain(drain_seconds=30.0, running_after=True,
-                                        drain_raised="TimeoutError: Timeout reached")], 15, 30)
-    slow = tj.drain_problems([_drain(drain_seconds=20.0, running_after=True)], 15, 30)
+    assert tj.drain_round_problems([_drain(), _drain(round=2, drain_seconds=5.0)], 15, 30) == []
+    latched = tj.drain_round_problems([_drain(drain_seconds=30.0, running_after=True,
+                                              drain_raised="TimeoutError: Timeout reached")], 15, 30)
+    slow = tj.drain_round_problems([_drain(drain_seconds=20.0, running_after=True)], 15, 30)
     for message in (latched + slow):
         assert re.search(registry.DRAIN_LATCHED, message), message
     # After the resume: a lost held request, short output, a failed resume; none is the latch.
-    others = tj.drain_problems([_drain(finished={"late-1": "no output", "fresh-1": "length"}),
-                                _drain(tokens={"late-1": 16, "fresh-1": 3}),
-                                _drain(resumed="raised RuntimeError: x (0.01 s)"),
-                                _drain(paused="raised RuntimeError: y (0.01 s)")], 15, 30)
+    others = tj.drain_round_problems([_drain(finished={"late-1": "no output", "fresh-1": "length"}),
+                                      _drain(tokens={"late-1": 16, "fresh-1": 3}),
+                                      _drain(resumed="raised RuntimeError: x (0.01 s)"),
+                                      _drain(paused="raised RuntimeError: y (0.01 s)")], 15, 30)
     assert len(others) == 4
     assert not any(re.search(registry.DRAIN_LATCHED, m) for m in others), others
     assert "late-1" in others[0] and "3 tokens" in others[1]

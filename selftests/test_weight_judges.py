@@ -8,7 +8,6 @@ from pathlib import Path
 
 from fixtures.judging.weight_judges import (
     expected_version,
-    first_difference,
     operation_count_problems,
     refused_problems,
     serves_problems,
@@ -53,11 +52,6 @@ def test_a_rank_left_on_old_weights_is_named() -> None:
 def test_a_mix_is_neither_checkpoint() -> None:
     problems = serves_problems({"the engine": [5, 6, 3, 4]}, "B", GOLDENS, "step")
     assert len(problems) == 1 and "neither checkpoint's output" in problems[0] and "position 2" in problems[0]
-
-
-def test_first_difference_counts_a_short_run() -> None:
-    assert first_difference([1, 2], [1, 2, 3]) == 2
-    assert first_difference([1, 2], [1, 2]) is None
 
 
 def test_refusal_must_be_a_4xx_naming_the_rule() -> None:

@@ -16,5 +16,5 @@ def test_abort_before_first_token(engine, api):
     assert engine.wait_load(at_least=1) >= 1, "the held request was never accepted"
     reply_is(engine.control.pause("abort"), 200, {"status": "paused"})
     assert held.done.wait(engine.request_timeout), "the aborted stream did not end"
-    problems = judges.aborted(held, TOKENS)
+    problems = judges.abort_problems(held, TOKENS)
     assert not problems, "; ".join(problems)

@@ -33,7 +33,7 @@ def settled_load(engine: Engine) -> int:
     return seen[0]
 
 
-def aborted_unrun(gen: Generation) -> list[str]:
+def held_abort_problems(gen: Generation) -> list[str]:
     """Ended by the abort with finish_reason 'abort' and not one token."""
     problems = []
     if gen.error is not None:
@@ -46,7 +46,7 @@ def aborted_unrun(gen: Generation) -> list[str]:
     return [*problems, f"aborted: {gen.summary()}"] if problems else []
 
 
-def ran_alone(generated: float, load: int, max_tokens: int) -> list[str]:
+def after_resume_problems(generated: float, load: int, max_tokens: int) -> list[str]:
     """After /resume only the request not aborted may produce tokens, and nothing stays open."""
     problems = []
     if generated > max_tokens:
@@ -80,7 +80,7 @@ def test_abort_held_request(engine, stream):
     # as long to run. Counters and /load settle once the responses are out.
     time.sleep(SETTLE_S)
     load = settled_load(engine)
-    problems = aborted_unrun(named)
-    problems += [f"the request not aborted: {p}" for p in judges.completed(other, MAX_TOKENS)]
-    problems += ran_alone(generated_tokens(engine) - generated_at_resume, load, MAX_TOKENS)
+    problems = held_abort_problems(named)
+    problems += [f"the request not aborted: {p}" for p in judges.completion_problems(other, MAX_TOKENS)]
+    problems += after_resume_problems(generated_tokens(engine) - generated_at_resume, load, MAX_TOKENS)
     assert not problems, "abort by id of a request held by /pause?mode=keep: " + "; ".join(problems)

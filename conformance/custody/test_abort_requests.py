@@ -5,7 +5,7 @@ import time
 import pytest
 
 from fixtures.judging import judges
-from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received
+from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received_tokens
 
 
 @pytest.mark.behaviour("custody/abort-requests")
@@ -24,14 +24,14 @@ def test_abort_requests(engine, selector):
         f"named request did not end within {engine.request_timeout:.0f} s of the abort: {named.summary()}"
     )
     # A request that had ended before the abort was sent is the harness's lateness: an error.
-    problems = judges.unless_ended_before([f"named request: {p}" for p in judges.aborted(named, size)],
-                                          named, sent, "abort")
+    problems = judges.standing_problems([f"named request: {p}" for p in judges.abort_problems(named, size)],
+                                        judges.ended_before(named, sent, "abort"))
     if selector == "by-id":
         # The request not named runs on, undisturbed, to its full length.
         time.sleep(SETTLE_S)
-        before = received(other)
+        before = received_tokens(other)
         time.sleep(FREEZE_WINDOW_S)
-        if received(other) <= before and not other.done.is_set():
+        if received_tokens(other) <= before and not other.done.is_set():
             problems.append(f"request not named: stopped producing tokens after the abort "
                             f"({before} tokens, none in {FREEZE_WINDOW_S:.0f} s): {other.summary()}")
             engine.control.abort_requests()  # stalled: end it rather than wait out the timeout
@@ -39,12 +39,13 @@ def test_abort_requests(engine, selector):
             problems.append(f"request not named: did not finish within {engine.request_timeout:.0f} s: "
                             f"{other.summary()}")
         else:
-            problems += [f"request not named: {p}" for p in judges.ran_in_full(other, size)]
+            problems += [f"request not named: {p}" for p in judges.full_run_problems(other, size)]
     else:
         assert other.done.wait(engine.request_timeout), (
             f"second request did not end within {engine.request_timeout:.0f} s of the abort: "
             f"{other.summary()}"
         )
-        problems += judges.unless_ended_before(
-            [f"second request: {p}" for p in judges.aborted(other, size)], other, sent, "abort")
+        problems += judges.standing_problems(
+            [f"second request: {p}" for p in judges.abort_problems(other, size)],
+            judges.ended_before(other, sent, "abort"))
     assert not problems, "; ".join(problems)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from fixtures.judging.offline_judges import LateArrival, late_arrival_problems
-from fixtures.observing.offline import OfflineClient, reference
+from fixtures.observing.offline import OfflineClient
 from fixtures.spec.profiles import MODES, PROFILES
 
 PROMPT = "A request that reaches AsyncLLM while generation is paused for a weight update."
@@ -25,7 +25,7 @@ def _outputs(offline: OfflineClient, rid: str) -> tuple[list[dict], str | None]:
 @pytest.mark.parametrize("mode", MODES)
 def test_async_late_arrival(offline, run_state, mode):
     fate = PROFILES[run_state.profile].late_arrival[mode]
-    expected = reference(offline, PROMPT, TOKENS)
+    expected = offline.reference(PROMPT, TOKENS)
     paused = offline.call("pause_generation", then="paused", mode=mode)
     window = REJECT_WITHIN_S if fate == "rejected" else offline.hold_window(TOKENS)
     offline.add("late", PROMPT, TOKENS, kind="delta")

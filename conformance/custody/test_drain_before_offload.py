@@ -63,12 +63,12 @@ def test_drain_before_offload(engine, level):
     for name, gen in (("first", first), ("second", second)):
         if not gen.done.wait(DRAIN_SETTLE_S):
             in_flight.append(f"{name} in-flight request still running after /sleep answered")
-        in_flight += [f"{name}: {p}" for p in judges.completed(gen, size, reference=reference)]
+        in_flight += [f"{name}: {p}" for p in judges.completion_problems(gen, size, reference=reference)]
     # The frontend writes the gauge once the engine has released memory: not during the drain.
     ends = [first.ended, second.ended]
     drained_at = None if None in ends else max(e for e in ends if e is not None)
-    problems = judges.gauge_awake_during_drain(readings, drained_at, AWAKE_GAUGE,
-                                               require_sample=not in_flight)
+    problems = judges.drain_gauge_problems(readings, drained_at, AWAKE_GAUGE,
+                                           require_sample=not in_flight)
     problems += in_flight
     asleep_gauge = engine.control.sleep_state()
     if asleep_gauge != SLEEP_GAUGE[level]:
@@ -78,5 +78,6 @@ def test_drain_before_offload(engine, level):
     reply_is(engine.control.wake_up(), 200, {"status": "awake"})
     if not late.done.wait(engine.request_timeout):
         problems.append("queued request did not run after the wake")
-    problems += [f"queued: {p}" for p in judges.completed(late, LATE_TOKENS, reference=late_reference)]
+    problems += [f"queued: {p}"
+                 for p in judges.completion_problems(late, LATE_TOKENS, reference=late_reference)]
     assert not problems, "; ".join(problems)

@@ -4,7 +4,7 @@ import pytest
 
 from fixtures.judging import delivery
 from fixtures.judging.offline_custody import observe_drain
-from fixtures.observing.offline import returned
+from fixtures.judging.offline_judges import return_problems
 
 MP_ENGINES = ("LLM-MP1", "AsyncLLM-MP1", "AsyncLLM-MP0")
 
@@ -17,6 +17,6 @@ def test_drain_delivers_once(offline, kind, record_property):
     outputs = obs.flight.outputs
     # How much the API had to buffer: outputs the caller received after the drain began.
     record_property("outputs_after_drain", sum(1 for o in outputs if o["phase"] != "awake"))
-    problems = returned(obs.slept)
-    problems += delivery.delivered_once(kind, outputs, obs.reference)
+    problems = return_problems(obs.slept)
+    problems += delivery.exactly_once_problems(kind, outputs, obs.reference)
     assert not problems, "; ".join(problems) + f"; observed {obs.flight.summary()}"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from fixtures.judging import judges
-from fixtures.judging.offline_custody import drain_problems, observe_drain, start_in_flight
+from fixtures.judging.offline_custody import drain_problems, observe_drain
+from fixtures.judging.offline_judges import inproc_wait_problems
 from fixtures.observing.offline import Delivery
 
 
@@ -27,7 +27,7 @@ def test_inproc_wait_refused_cleanly(offline):
     wake, the request whole): custody/inproc-drain-before-offload is tentative, and a lossy
     drain must not pass unnoticed while it is.
     """
-    _, expected = start_in_flight(offline, "cumulative", "awake")
+    _, expected = offline.start_in_flight("cumulative", "awake")
     slept = offline.call("sleep", level=1, mode="wait")
     after_sleep = offline.flags()
     woke = after_wake = None
@@ -36,5 +36,5 @@ def test_inproc_wait_refused_cleanly(offline):
         after_wake = offline.flags()
     finished = offline.collect({"in-flight": "finished"})
     flight = offline.deliveries().get("in-flight", Delivery("in-flight"))
-    problems = judges.inproc_wait(slept, after_sleep, woke, after_wake, finished, flight, expected)
+    problems = inproc_wait_problems(slept, after_sleep, woke, after_wake, finished, flight, expected)
     assert not problems, "; ".join(problems) + f"; observed {flight.summary()}"

@@ -28,16 +28,16 @@ def test_late_arrival(engine, mode, stream):
             late.done.wait(engine.request_timeout)
             pytest.fail(f"profile {engine.profile}, mode {mode}: no rejection within "
                         f"{REJECT_WITHIN_S:.0f} s; the request was held instead: {late.summary()}")
-        problems = judges.rejected_while_paused(late)
+        problems = judges.rejection_problems(late)
         assert not problems, f"profile {engine.profile}, mode {mode}: " + "; ".join(problems)
         reply_is(engine.control.resume(), 200, {"status": "resumed"})
         retry = engine.complete(prompt, MAX_TOKENS, stream=stream)
-        problems = judges.completed(retry, MAX_TOKENS, reference=reference)
+        problems = judges.completion_problems(retry, MAX_TOKENS, reference=reference)
         assert not problems, "the same request after /resume: " + "; ".join(problems)
         return
 
     held(engine, late, f"profile {engine.profile}, /pause?mode={mode}")
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     assert late.done.wait(engine.request_timeout), "held request did not finish after /resume"
-    problems = judges.completed(late, MAX_TOKENS, reference=reference)
+    problems = judges.completion_problems(late, MAX_TOKENS, reference=reference)
     assert not problems, "held request after /resume: " + "; ".join(problems)

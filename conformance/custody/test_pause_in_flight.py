@@ -25,6 +25,6 @@ def test_pause_in_flight(engine, mode, stream, api):
             return engine.control.pause("keep", clear_cache=False)
         return engine.control.pause(mode.removesuffix("-recompute"))
 
-    problems = custody.fate(engine, mode.removesuffix("-recompute"), gen, size, pause,
-                            {"status": "paused"}, engine.control.resume, reference)
+    problems = custody.fate_problems(engine, mode.removesuffix("-recompute"), gen, size, pause,
+                                     {"status": "paused"}, engine.control.resume, reference)
     assert not problems, f"/pause?mode={mode}: " + "; ".join(problems)

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from fixtures.judging.assertions import reply_is
-from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received
+from fixtures.observing.engine import FREEZE_WINDOW_S, SETTLE_S, received_tokens
 
 
 @pytest.mark.behaviour("custody/refuse-unpaused-sleep")
@@ -18,9 +18,9 @@ def test_refuse_unpaused_sleep(engine):
         f"observed {refused.describe()}"
     )
     time.sleep(SETTLE_S)
-    before = received(gen)
+    before = received_tokens(gen)
     time.sleep(FREEZE_WINDOW_S)
-    assert received(gen) > before or gen.finish_reason == "length", (
+    assert received_tokens(gen) > before or gen.finish_reason == "length", (
         f"the request in flight stopped after the refused sleep: {gen.summary()}"
     )
     assert engine.control.flags() == (False, False), "the refused sleep changed the engine state"

@@ -22,6 +22,7 @@ def test_sleep_in_flight(engine, level, mode):
     def sleep():
         return engine.control.sleep(level, mode)
 
-    problems = custody.fate(engine, mode, gen, size, sleep, {"status": "sleeping", "level": level},
-                            engine.control.wake_up, reference)
+    problems = custody.fate_problems(engine, mode, gen, size, sleep,
+                                     {"status": "sleeping", "level": level}, engine.control.wake_up,
+                                     reference)
     assert not problems, f"/sleep?level={level}&mode={mode}: " + "; ".join(problems)

@@ -28,7 +28,8 @@ from fixtures.errors import ServerDiedError
 from fixtures.judging import golden, judges
 from fixtures.judging import reference_model as model
 from fixtures.judging import topology_judges as tj
-from fixtures.judging.weight_judges import first_difference, serves_problems
+from fixtures.judging.delivery import first_difference
+from fixtures.judging.weight_judges import serves_problems
 from fixtures.observing import api_shape
 from fixtures.observing.client import Generation, Reply, wait_until
 from fixtures.observing.engine import Engine
@@ -289,20 +290,21 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             stats["steps"] += 1
             problems: list[str] = []
             for number in prediction.completes:
-                problems += self._ended(number, lambda g, n=number: judges.completed(g, tokens)
-                                        + self._ran_on(g, prediction.state.weights, n))
+                problems += self._end_problems(
+                    number, lambda g, n=number: judges.completion_problems(g, tokens)
+                    + self._checkpoint_problems(g, prediction.state.weights, n))
             for number in prediction.aborted:
-                problems += self._ended(number, lambda g: judges.aborted(g, tokens))
+                problems += self._end_problems(number, lambda g: judges.abort_problems(g, tokens))
             for number in prediction.rejected:
                 if not self.requests[number].done.wait(REJECT_WITHIN_S):
                     problems.append(f"request {number}: no rejection within {REJECT_WITHIN_S:g} s; "
                                     f"the request was held instead")
                     continue
-                problems += self._ended(number, judges.rejected_while_paused)
+                problems += self._end_problems(number, judges.rejection_problems)
             after = prediction.state
             if after.held and wait_until(
                     lambda: any(self.requests[n].done.is_set() for n in after.held), HOLD_GRACE_S):
-                ended = [model.Ended(n, tuple(judges.completed(self.requests[n], tokens)),
+                ended = [model.Ended(n, tuple(judges.completion_problems(self.requests[n], tokens)),
                                      self.requests[n].summary())
                          for n in after.held if self.requests[n].done.is_set()]
                 # Only a finding recorded for this profile, release and platform explains it, and
@@ -324,16 +326,16 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             self.state = after
 
         @staticmethod
-        def _ran_on(gen: Generation, checkpoint: str | None, number: int) -> list[str]:
+        def _checkpoint_problems(gen: Generation, checkpoint: str | None, number: int) -> list[str]:
             """A request that ran whole must be the golden output of the checkpoint loaded
             (none after a level-2 sleep discarded it: the output is undefined until a sync)."""
             if (weights is None or checkpoint is None or gen.error is not None
                     or len(gen.token_ids) != tokens):
-                return []  # judged by completed(): a request cut short has no full output
+                return []  # judged by completion_problems(): a request cut short has no full output
             return serves_problems({f"request {number}": gen.token_ids}, checkpoint, weights.goldens,
                                    "ran")
 
-        def _ended(self, number: int, judge: Callable[[Generation], list[str]]) -> list[str]:
+        def _end_problems(self, number: int, judge: Callable[[Generation], list[str]]) -> list[str]:
             gen = self.requests[number]
             if not gen.done.wait(engine.request_timeout):
                 return [f"request {number} did not end within {engine.request_timeout:.0f} s"]

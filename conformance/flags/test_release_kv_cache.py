@@ -39,7 +39,7 @@ def release_problems(reply: Reply, platform: str) -> tuple[list[str], StateView]
 @pytest.mark.behaviour("flags/release-kv-cache")
 def test_release_kv_cache(engine, record_property):
     before = engine.complete(PROMPT, TOKENS)
-    if judges.completed(before, TOKENS):
+    if judges.completion_problems(before, TOKENS):
         raise HarnessError(f"the greedy run before the release failed: {before.summary()}")
     reply_is(engine.control.pause("keep"), 200, {"status": "paused"})
     released = engine.control.release_kv_cache_memory()
@@ -52,5 +52,5 @@ def test_release_kv_cache(engine, record_property):
     reply_is(engine.control.wake_up(["kv_cache"]), 200, {"status": "awake", "tags": ["kv_cache"]})
     state_is(engine, AWAKE, "after /wake_up?tags=kv_cache")
     after = engine.complete(PROMPT, TOKENS)
-    problems = judges.completed(after, TOKENS, reference=before.token_ids)
+    problems = judges.completion_problems(after, TOKENS, reference=before.token_ids)
     assert not problems, "greedy output after the release and the kv_cache wake: " + "; ".join(problems)

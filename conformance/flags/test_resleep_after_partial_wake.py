@@ -23,7 +23,7 @@ def asleep(level: int) -> StateView:
 @pytest.mark.parametrize("second", [0, 1, 2], ids=lambda v: f"then-level{v}")
 def test_resleep_after_partial_wake(engine, second):
     before = engine.complete(PROMPT, TOKENS)
-    if judges.completed(before, TOKENS):
+    if judges.completion_problems(before, TOKENS):
         raise HarnessError(f"the greedy run before the sleep failed: {before.summary()}")
     if PROFILES[engine.profile].sleep_requires_pause:
         reply_is(engine.control.pause("abort"), 200, {"status": "paused"})
@@ -36,6 +36,6 @@ def test_resleep_after_partial_wake(engine, second):
     reply_is(engine.control.wake_up(), 200, {"status": "awake", "tags": None})
     state_is(engine, AWAKE, "after the full wake")
     after = engine.complete(PROMPT, TOKENS)
-    problems = judges.completed(after, TOKENS, reference=before.token_ids)
+    problems = judges.completion_problems(after, TOKENS, reference=before.token_ids)
     assert not problems, f"greedy output after sleep 1, kv_cache wake, sleep {second}, full wake: " + (
         "; ".join(problems))

@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.judging import delivery
-from fixtures.observing.offline import reference, returned
+from fixtures.judging.offline_judges import return_problems
 
 PROMPT = "A request that arrives while half of the engine memory is still asleep must wait."
 TOKENS = 48
@@ -14,9 +14,9 @@ TOKENS = 48
                          ids=lambda o: f"{o[0]}-first")
 def test_partial_wake_holds_requests_offline(offline, order):
     first, second = order
-    expected = reference(offline, PROMPT, TOKENS)
-    problems = returned(offline.call("sleep", level=1))
-    problems += returned(offline.call("wake_up", tags=[first]), False)
+    expected = offline.reference(PROMPT, TOKENS)
+    problems = return_problems(offline.call("sleep", level=1))
+    problems += return_problems(offline.call("wake_up", tags=[first]), False)
     offline.phase("partial")
     offline.add("held", PROMPT, TOKENS, kind="delta")
     offline.collect({"held": "started"}, timeout=offline.hold_window(TOKENS))
@@ -27,9 +27,9 @@ def test_partial_wake_holds_requests_offline(offline, order):
     if before_wake or delivered:
         problems.append(f"the request started while only {first} was awake "
                         f"({before_wake} tokens processed, {delivered} outputs delivered)")
-    problems += returned(offline.call("wake_up", then="awake", tags=[second]), True)
+    problems += return_problems(offline.call("wake_up", then="awake", tags=[second]), True)
     if not offline.collect({"held": "finished"}):
         problems.append(f"the request did not finish within {offline.timeout:.0f} s of the full wake")
     held = offline.deliveries()["held"]
-    problems += delivery.delivered_once("delta", held.outputs, expected)
+    problems += delivery.exactly_once_problems("delta", held.outputs, expected)
     assert not problems, "; ".join(problems) + f"; observed {held.summary()}"

@@ -4,6 +4,7 @@ import pytest
 
 from fixtures.judging import golden
 from fixtures.judging.assertions import reply_is
+from fixtures.judging.delivery import first_difference
 from fixtures.observing.engine import Engine
 
 STAGED_CYCLES = 5
@@ -13,9 +14,9 @@ def capture(engine: Engine) -> golden.GoldenRun:
     return golden.capture_http(engine.gen, engine.server.ensure_alive)
 
 
-def compare(engine: Engine, reference: golden.GoldenRun, context: str, limits) -> list[str]:
+def drift_problems(engine: Engine, reference: golden.GoldenRun, context: str, limits) -> list[str]:
     now = capture(engine)
-    first = golden.differs(now, reference)
+    first = first_difference(now.token_ids, reference.token_ids)
     if first is not None:
         return [f"{context}: token ids differ from the golden run at position {first}"]
     message = limits["golden/after-wake:max_abs_logprob_diff"].check(golden.max_logprob_drift(now, reference))
@@ -37,7 +38,7 @@ SCENARIOS = ["level1-full-wake", "staged-weights-first", "staged-kv-first",
 def test_golden_after_wake(seeded_engine, scenario, limits, record_property):
     engine = seeded_engine
     # Captured at the first attach to the server, before any lifecycle call (fixtures/judging/golden.py).
-    reference = golden.reference(engine.server.facts)
+    reference = golden.pristine_run(engine.server.facts)
     problems: list[str] = []
     if scenario == "level1-full-wake":
         reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
@@ -49,7 +50,7 @@ def test_golden_after_wake(seeded_engine, scenario, limits, record_property):
     elif scenario == "five-staged-cycles":
         for cycle in range(1, STAGED_CYCLES + 1):
             staged(engine, ("weights", "kv_cache"))
-            problems += compare(engine, reference, f"after staged cycle {cycle}", limits)
+            problems += drift_problems(engine, reference, f"after staged cycle {cycle}", limits)
     else:
         reply_is(engine.control.sleep(2), 200, {"status": "sleeping", "level": 2})
         reply_is(engine.control.wake_up(["weights"]), 200, {"status": "sleeping"})
@@ -60,5 +61,5 @@ def test_golden_after_wake(seeded_engine, scenario, limits, record_property):
             # Level 2 discards nothing on CPU: the reload restores what was never lost.
             record_property("platform_note", "cpu: level-2 sleep is a no-op; reload not exercised")
     if scenario != "five-staged-cycles":
-        problems += compare(engine, reference, f"after {scenario}", limits)
+        problems += drift_problems(engine, reference, f"after {scenario}", limits)
     assert not problems, "; ".join(problems)

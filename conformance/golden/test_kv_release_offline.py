@@ -6,7 +6,7 @@ import time
 import pytest
 
 from fixtures.judging.offline_judges import KvRelease, kv_release_problems, release_accepted
-from fixtures.observing.offline import OfflineClient, reference
+from fixtures.observing.offline import OfflineClient
 from fixtures.spec.profiles import PROFILES
 
 PROMPT = "Greedy output across a KV-cache release and a kv_cache wake, through the Python API."
@@ -30,7 +30,7 @@ def _seen(offline: OfflineClient, rid: str) -> tuple[list[dict], str | None]:
 
 @pytest.mark.behaviour("golden/after-kv-release")
 def test_after_kv_release_offline(offline, run_state, target, record_property):
-    expected = reference(offline, PROMPT, TOKENS)
+    expected = offline.reference(PROMPT, TOKENS)
     label, method, kwargs = pause_for(offline, PROFILES[run_state.profile].sleep_requires_pause)
     paused = offline.call(method, **kwargs)
     obs = KvRelease(target.platform, paused, reference=expected)

@@ -17,7 +17,7 @@ TOKENS = 24
 @pytest.mark.parametrize("clear_cache", [True, False], ids=["clear", "keep-cache"])
 def test_pause_clear_cache(engine, clear_cache):
     before = engine.complete(PROMPT, TOKENS)
-    if judges.completed(before, TOKENS):
+    if judges.completion_problems(before, TOKENS):
         raise HarnessError(f"the greedy run before the pause failed: {before.summary()}")
     reply_is(engine.control.pause(clear_cache=clear_cache), 200, {"status": "paused"})
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
@@ -25,5 +25,6 @@ def test_pause_clear_cache(engine, clear_cache):
     # Twice: the first run after the pause (cold cache or cached prefix), then a warm repeat.
     for run in ("first", "repeated"):
         after = engine.complete(PROMPT, TOKENS)
-        problems += [f"{run} run: {p}" for p in judges.completed(after, TOKENS, reference=before.token_ids)]
+        problems += [f"{run} run: {p}"
+                     for p in judges.completion_problems(after, TOKENS, reference=before.token_ids)]
     assert not problems, f"/pause?clear_cache={str(clear_cache).lower()} then /resume: " + "; ".join(problems)

@@ -23,7 +23,7 @@ def test_host_rss_stable(engine, limits, measure, record_property):
         gen = engine.complete("one request per cycle", REQUEST_TOKENS)
         # A failure, not a harness error: an awake engine that does not serve a request is the
         # engine's behaviour, and memory read beside a request that never ran measures nothing.
-        problems = contract.completed(gen, REQUEST_TOKENS)
+        problems = contract.completion_problems(gen, REQUEST_TOKENS)
         assert not problems, f"cycle {cycle}, the request after the wake: " + "; ".join(problems)
         series.append(tree_rss_bytes(engine.server.proc.pid))
     record_property("rss_bytes_per_cycle", series)

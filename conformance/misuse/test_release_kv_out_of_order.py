@@ -22,7 +22,7 @@ NEEDS = {"awake": "completed pause", "asleep": "resident"}
 @pytest.mark.parametrize("state", ["awake", "asleep"])
 def test_release_kv_out_of_order(engine, state):
     before = engine.complete(PROMPT, TOKENS)
-    if judges.completed(before, TOKENS):
+    if judges.completion_problems(before, TOKENS):
         raise HarnessError(f"the greedy run before the release failed: {before.summary()}")
     expected = AWAKE
     if state == "asleep":
@@ -31,12 +31,12 @@ def test_release_kv_out_of_order(engine, state):
         reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
         expected = StateView(is_sleeping=True, is_paused=True, gauge=SLEEP_GAUGE[1])
 
-    problems = judges.release_refused(engine.control.release_kv_cache_memory(), NEEDS[state])
+    problems = judges.release_refusal_problems(engine.control.release_kv_cache_memory(), NEEDS[state])
     assert not problems, f"/release_kv_cache_memory while {state}: " + "; ".join(problems)
     state_is(engine, expected, f"after the refused release while {state}")
     if state == "asleep":
         reply_is(engine.control.wake_up(), 200, {"status": "awake"})
         state_is(engine, AWAKE, "after the full wake")
     after = engine.complete(PROMPT, TOKENS)
-    problems = judges.completed(after, TOKENS, reference=before.token_ids)
+    problems = judges.completion_problems(after, TOKENS, reference=before.token_ids)
     assert not problems, "greedy output after the refused release: " + "; ".join(problems)

@@ -3,7 +3,6 @@
 import pytest
 
 from fixtures.judging.offline_judges import UnpausedRelease, unpaused_release_problems
-from fixtures.observing.offline import reference
 
 PROMPT = "A request after a KV-cache release that the engine had to refuse."
 TOKENS = 48
@@ -12,7 +11,7 @@ AFTER_TIMEOUT_S = 30.0  # a 48-token request on an awake engine takes well under
 
 @pytest.mark.behaviour("misuse/release-kv-needs-pause")
 def test_release_kv_unpaused_offline(offline):
-    expected = reference(offline, PROMPT, TOKENS)
+    expected = offline.reference(PROMPT, TOKENS)
     released = offline.call("release_kv_cache_memory")
     flags = offline.flags()
     obs = UnpausedRelease(released, flags, None, None, expected)

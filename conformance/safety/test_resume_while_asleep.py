@@ -23,7 +23,7 @@ def test_resume_while_asleep(engine, level):
     resumed = engine.control.resume()
     after = observe_state(engine)
     if not 200 <= resumed.status < 300:
-        problems = judges.resume_refused(resumed, before, after, engine.control.health())
+        problems = judges.resume_refusal_problems(resumed, before, after, engine.control.health())
         assert not problems, "; ".join(problems)
         return  # refused cleanly: the scheduler stays paused, the memory stays safe
 
@@ -34,7 +34,7 @@ def test_resume_while_asleep(engine, level):
     while time.monotonic() < deadline and not request.done.is_set():
         peak_load = max(peak_load, engine.control.load())
         time.sleep(POLL_S)
-    problems = judges.held_while_asleep(request, level, peak_load, engine.control.health(), resumed, after)
+    problems = judges.asleep_hold_problems(request, level, peak_load, engine.control.health(), resumed, after)
     assert not problems, "; ".join(problems)
 
     reply_is(engine.control.wake_up(), 200, {"status": "awake"})
@@ -42,5 +42,5 @@ def test_resume_while_asleep(engine, level):
         f"the held request did not run within {engine.request_timeout:.0f} s of the full wake: "
         f"{request.summary()}"
     )
-    problems = judges.ran_in_full(request, TOKENS)
+    problems = judges.full_run_problems(request, TOKENS)
     assert not problems, "the held request after the full wake: " + "; ".join(problems)

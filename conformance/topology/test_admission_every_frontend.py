@@ -10,11 +10,10 @@ from fixtures.judging.assertions import reply_is
 from fixtures.judging.topology_judges import frontend_problems, held_problems
 from fixtures.observing import frontends
 from fixtures.observing.client import Reply, wait_until
+from fixtures.spec.profiles import PROFILES
 
 MAX_TOKENS = 8
 REQUESTS_PER_FRONTEND = 8
-# Profiles under which a pause(abort|wait) rejects new requests (retryable 503) instead of holding.
-REJECTING_PROFILES = ("0.33", "layered")
 
 
 def agree(fronts: list[frontends.Frontend], step: str, sleeping: bool, paused: bool) -> None:
@@ -61,7 +60,9 @@ def test_admission_every_frontend(topology_engine, topology, mode):
     threads = [send(f, f"through {f.pid} #{i}", results[f.pid])
                for f in fronts for i in range(REQUESTS_PER_FRONTEND)]
     sent = len(threads)
-    if e.profile in REJECTING_PROFILES:
+    # Rejected (retryable 503) or held, as the profile says of a request arriving while paused.
+    rejected = PROFILES[e.profile].late_arrival[mode] == "rejected"
+    if rejected:
         for thread in threads:
             thread.join(e.request_timeout)
         answers = [r for rs in results.values() for r in rs]
@@ -86,7 +87,7 @@ def test_admission_every_frontend(topology_engine, topology, mode):
     agree(fronts, f"/resume via API server pid {last.pid}", sleeping=False, paused=False)
     for thread in threads:
         thread.join(e.request_timeout)
-    if e.profile not in REJECTING_PROFILES:
+    if not rejected:
         bad = {pid: [r.describe() if isinstance(r, Reply) else repr(r) for r in rs
                      if not (isinstance(r, Reply) and r.status == 200
                              and r.body["choices"][0]["finish_reason"] == "length")]

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fixtures.judging.topology_judges import DrainRound, drain_problems
+from fixtures.judging.topology_judges import DrainRound, drain_round_problems
 from fixtures.observing.offline import Called, Delivery, OfflineClient
 from fixtures.spec.profiles import PROFILES
 
@@ -61,7 +61,7 @@ def test_drain_returns_after_late_request(topology_offline, run_state, limits, m
     for n in range(1, ROUNDS + 1):
         began = time.monotonic()
         seen = _round(topology_offline, n, held, drain_limit, finish_limit)
-        problems = drain_problems([seen], drain_limit, finish_limit)
+        problems = drain_round_problems([seen], drain_limit, finish_limit)
         # A latched round leaves nothing new for the next ones to show: stop at the first.
         assert not problems, (f"profile {run_state.profile}, {time.monotonic() - began:.1f} s: "
                               + "; ".join(problems))

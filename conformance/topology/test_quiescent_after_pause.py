@@ -87,7 +87,7 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
         assert gen.done.wait(e.request_timeout), (
             f"the request running at /pause?mode={mode} did not end within "
             f"{e.request_timeout:.0f} s of /resume: {gen.summary()}")
-        ended = judges.ended_as_paused(gen, mode)  # the engine's behaviour: a failure
+        ended = judges.paused_request_problems(gen, mode)  # the engine's behaviour: a failure
         # Void, the client's timing and not the engine's doing: the request had ended when the
         # pause was sent, or it failed while the client sent the pause late (a trial that
         # passes holds however late the pause came: the request was still there to be cut).

@@ -85,7 +85,7 @@ def _offline_weights(offline: OfflineClient, engines: int, checkpoints: dict[str
     if not offline.server.alive():
         return
     try:
-        offline.baseline()
+        offline.to_baseline()
         weights.push(checkpoints["A"], RESTORE_VERSION, engines)
     except (AssertionError, HarnessError) as exc:
         _stop_unrestored(offline.server, exc, run_state, request)

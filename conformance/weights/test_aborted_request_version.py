@@ -24,6 +24,7 @@ def test_aborted_request_old_version(goldens, checkpoints, engine, weights):
     weights.sync(checkpoints["B"], "aborted-B")
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     assert gen.done.wait(engine.request_timeout), f"the aborted request did not end: {gen.summary()}"
-    problems = judges.unless_ended_before(judges.ended_as_paused(gen, "abort"), gen, sent, "pause")
+    problems = judges.standing_problems(judges.paused_request_problems(gen, "abort"),
+                                        judges.ended_before(gen, sent, "pause"))
     problems += old_prefix_problems(gen.token_ids, reference_a, "the request the abort pause cut")
     assert not problems, "; ".join(problems)

@@ -9,7 +9,8 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging.assertions import reply_is
-from fixtures.judging.weight_judges import first_difference, switch_problems
+from fixtures.judging.delivery import first_difference
+from fixtures.judging.weight_judges import switch_problems
 from fixtures.observing.engine import IN_FLIGHT_PROMPT
 
 PROMPT = IN_FLIGHT_PROMPT  # its run on A is the custody tests' reference too

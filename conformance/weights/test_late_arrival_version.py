@@ -22,7 +22,7 @@ def test_late_arrival_new_version(goldens, checkpoints, engine, weights, mode):
         assert late.done.wait(REJECT_WITHIN_S), (
             f"profile {engine.profile}: the late arrival was neither rejected nor answered within "
             f"{REJECT_WITHIN_S:g} s: {late.summary()}")
-        problems = judges.rejected_while_paused(late)
+        problems = judges.rejection_problems(late)
         assert not problems, f"profile {engine.profile}, mode {mode}: " + "; ".join(problems)
     else:
         counted = engine.wait_load(at_least=1, unless=late.done.is_set)
@@ -34,7 +34,7 @@ def test_late_arrival_new_version(goldens, checkpoints, engine, weights, mode):
     if fate == "rejected":
         late = engine.gen.complete(golden.HTTP_PROMPT, golden.TOKENS)  # the caller's retry
     assert late.done.wait(engine.request_timeout), f"the late arrival did not end: {late.summary()}"
-    problems = judges.completed(late, golden.TOKENS)
+    problems = judges.completion_problems(late, golden.TOKENS)
     problems += serves_problems({"the late arrival": list(late.token_ids)}, "B", goldens,
                                 f"/pause?mode={mode}, sync of B, /resume")
     assert not problems, "; ".join(problems)

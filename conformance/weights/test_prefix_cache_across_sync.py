@@ -9,7 +9,8 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging.assertions import reply_is
-from fixtures.judging.weight_judges import first_difference, reused_prefix_problems
+from fixtures.judging.delivery import first_difference
+from fixtures.judging.weight_judges import reused_prefix_problems
 
 # Long enough to fill several KV blocks, so a reused prefix shows in cached_tokens.
 BASE = "Weights change between these words, but a cached prefix does not know it yet. " * 4

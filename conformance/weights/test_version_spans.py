@@ -15,7 +15,7 @@ from fixtures.observing.tokens_api import TokensClient, TokensRun
 NEW_VERSION = "spans-http-B"
 
 
-def judged(run: TokensRun, size: int, labels: list[str], what: str) -> list[str]:
+def run_span_problems(run: TokensRun, size: int, labels: list[str], what: str) -> list[str]:
     if run.error is not None or run.final is None:
         return [f"{what}: no finished output ({run.summary()})"]
     if len(run.token_ids) != size:
@@ -32,7 +32,7 @@ def test_version_spans(checkpoints, engine, weights):
     old = weights.version()
 
     before = tokens.generate(prompt, size)
-    problems = judged(before, size, [old], "a request run before the sync")
+    problems = run_span_problems(before, size, [old], "a request run before the sync")
 
     held = tokens.stream(prompt, size)
     if not wait_until(lambda: bool(held.token_ids) or held.done.is_set(), engine.request_timeout):
@@ -50,10 +50,10 @@ def test_version_spans(checkpoints, engine, weights):
                         f"of the resume ({held.summary()})")
     else:
         what = f"a request held by a keep pause across the sync ({seen} tokens at the pause)"
-        problems += judged(held, size, [old, NEW_VERSION], what)
+        problems += run_span_problems(held, size, [old, NEW_VERSION], what)
         if held.spans is not None and len(held.token_ids) == size:
             problems += switch_span_problems(held.spans, held.token_ids, before.token_ids, seen, what)
 
     after = tokens.generate(prompt, golden.TOKENS)
-    problems += judged(after, golden.TOKENS, [NEW_VERSION], "a request run after the sync")
+    problems += run_span_problems(after, golden.TOKENS, [NEW_VERSION], "a request run after the sync")
     assert not problems, "; ".join(problems)

@@ -8,7 +8,7 @@ from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import expected_version, version_problems
 
 
-def check(weights, step: str) -> list[str]:
+def reported_version_problems(weights, step: str) -> list[str]:
     return version_problems({"/weight_info": weights.version()}, expected_version(weights.calls), step)
 
 
@@ -16,23 +16,23 @@ def check(weights, step: str) -> list[str]:
 def test_version_follows_commits(goldens, checkpoints, engine, weights):
     c = engine.control
     # Every weight call the suite sent this server is on record: with none, "default".
-    problems = check(weights, "at the start")
+    problems = reported_version_problems(weights, "at the start")
     reply_is(c.pause(mode="keep"), 200, {"status": "paused"})
     weights.push(checkpoints["A"], None)
-    problems += check(weights, "after a finish without a version")
+    problems += reported_version_problems(weights, "after a finish without a version")
     weights.push(checkpoints["A"], "v-finish")
-    problems += check(weights, "after a finish with version 'v-finish'")
+    problems += reported_version_problems(weights, "after a finish with version 'v-finish'")
     assert weights.set_version("v-set").status == 200, "update_weight_version was not accepted"
-    problems += check(weights, "after update_weight_version 'v-set'")
+    problems += reported_version_problems(weights, "after update_weight_version 'v-set'")
     weights.finish("v-refused")  # no session is open: refused, and must not commit its version
-    problems += check(weights, "after a finish without a session")
+    problems += reported_version_problems(weights, "after a finish without a session")
     reload = weights.reload_from(checkpoints["A"])
     assert reload.status == 200, f"reload_weights failed: {reload.describe()}"
-    problems += check(weights, "after collective_rpc reload_weights")
+    problems += reported_version_problems(weights, "after collective_rpc reload_weights")
     reply_is(c.resume(), 200, {"status": "resumed"})
     for level in (1, 2):
         reply_is(c.sleep(level), 200, {"status": "sleeping", "level": level})
-        problems += check(weights, f"while asleep at level {level}")
+        problems += reported_version_problems(weights, f"while asleep at level {level}")
         reply_is(c.wake_up(), 200, {"status": "awake"})
-        problems += check(weights, f"after the wake from level {level}")
+        problems += reported_version_problems(weights, f"after the wake from level {level}")
     assert not problems, "; ".join(problems)

@@ -83,7 +83,7 @@ def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
 # Each is read off the wording its test or judge gives that fault's effect and no other failure
 # of the behaviour (selftests/test_symptoms.py builds both from the judges).
 # The weights-only wake resumed the scheduler: /is_paused (is_paused()) reads false
-# (expect.state_is over HTTP, offline.flags_are and wake_up()'s return through the Python API).
+# (assertions.state_is over HTTP, offline_judges.flag_problems and wake_up()'s return through the Python API).
 PARTIAL_WAKE_RESUMED = (r"after waking only weights: expected [^;]*is_paused=True[^;]*; "
                         r"observed [^;]*is_paused=False"
                         r"|after waking only weights: expected [^;]* True; observed \{[^}]*'is_paused': False"
@@ -126,7 +126,7 @@ LOGPROBS_DRIFTED = _beyond("mechanism/logprob-drift", "max_abs_logprob_diff")
 RSS_GREW = _beyond("mechanism/host-rss-stable", "growth_per_cycle|total_growth")
 RESIDUAL_GREW = _beyond("mechanism/device-memory-stable", "residual_growth_per_cycle")
 SECOND_SLEEP_500 = r"expected 200 .*; observed POST /sleep\?level=[12] -> 500 "
-# The delta outputs concatenate to fewer ids than the reference (delivery.delivered_once).
+# The delta outputs concatenate to fewer ids than the reference (delivery.exactly_once_problems).
 DELTAS_LOST = (r"concatenated deltas: [0-9]+ ids, expected [0-9]+; first difference at position "
                r"[0-9]+ \([0-9]+ tokens lost in delivery\)")
 # A rank the wake skipped: the consensus queries disagree, or its requests never finish.

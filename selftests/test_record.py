@@ -1,4 +1,6 @@
-"""The results record: one typed value per test instance, written only through the run's state."""
+"""The results record: one typed value per test instance, written only through the run's state,
+and the document built from values that results.json's readers (the report, the benchmark, the
+sweep, the detection cases) take."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ from types import SimpleNamespace
 import pytest
 
 import thresholds
+from detection import cases
 from fixtures.launching.config import build_config
 from fixtures.plugin import items
 from fixtures.plugin.state import RunState
-from fixtures.reporting import results
+from fixtures.reporting import benchmark, report, results
 from fixtures.reporting.record import Instance, Record
 from fixtures.spec.catalog import load_catalog
 from selftests.test_import_rules import ROOT, tree_modules
+from sweep import matrix
 from thresholds import Measurement
 
 OFFLINE_DP2 = Instance(variant="MRV1-eager", transport="offline", topology="dp2", engine="LLM-MP1",
@@ -38,6 +42,30 @@ def test_a_record_serialises_to_the_entry_the_readers_take():
     explored = dataclasses.replace(FAILED, properties={}, findings_reached=("a/b",), explored={"steps": 3})
     assert list(explored.as_dict())[-3:] == ["properties", "findings_reached", "explored"]
     assert explored.as_dict()["findings_reached"] == ["a/b"]
+
+
+def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detection():
+    passed = Record("conformance/b.py::t[MRV1-eager]", "flags/awake-baseline",
+                    Instance("MRV1-eager", "http"), outcome="pass", duration=3.0, server="MRV1-eager")
+    facts = {"profile": "0.32", "variants": ["MRV1-eager", "MRV2-eager"],
+             "variants_off_platform": {"MRV2-eager": "needs Triton"}, "topologies": ["single", "dp2"],
+             "fault": None, "target": {"vllm_version": "0.32.0"}}
+    servers = results.server_stats([("MRV1-eager", 1.0, True), ("MRV1-eager/LLM-MP1/dp2", 0.5, False)],
+                                   {"MRV1-eager": 1, "MRV1-eager/LLM-MP1/dp2": 1}, 4.5, 9.94)
+    doc = results.run_document(facts, servers, {"cores": 2}, [FAILED.as_dict(), passed.as_dict()])
+    assert list(doc) == [*facts, "servers", "machine", "counts", "soak", "incomplete", "verdict", "results"]
+    assert servers == {"starts": 2, "failed_starts": 1, "starts_per_config": {
+        "MRV1-eager": [1, 1.0], "MRV1-eager/LLM-MP1/dp2": [1, 0.5]}, "start_seconds": 1.5,
+        "instances_served": 2, "per_config": {"MRV1-eager": 1, "MRV1-eager/LLM-MP1/dp2": 1},
+        "test_seconds": 3.0, "wall_seconds": 9.9}
+    assert doc["counts"]["fail"] == 1 and doc["verdict"].startswith("CONFORMANCE FAIL -- 1 passed | 1 failed")
+    assert doc["soak"]["failures_per_round"] == {"1": 0, "2": 1}
+    assert "| flags/sleep-level | offline LLM-MP1 | dp2 | fail |" in report.render_markdown(doc)
+    rows = {r.config: r for r in benchmark.summarize(doc).rows}
+    assert rows["MRV1-eager/LLM-MP1/dp2"].alone and rows["MRV1-eager"].test_seconds == 2.0
+    assert matrix.cell_of(doc["results"][:1])["outcome"] == "fail"
+    clean = cases.judge(cases.Case("c", None, ("flags/awake-baseline",), ()), doc["results"][1:])
+    assert clean.cells == {"flags/awake-baseline": cases.CLEAN}
 
 
 def _state() -> RunState:

@@ -114,18 +114,3 @@ def test_bad_cpu_cores_name_the_option_and_the_value(raw, message):
         build_config({"--lifecycle-cpu-cores": raw}.get, {}, Path("/tmp/r"), allowed_cores=[0, 1])
     assert str(info.value).startswith(message)
 
-
-def test_a_test_entry_names_its_server_and_a_test_without_one_is_left_alone():
-    from fixtures.plugin.state import RunState
-    from fixtures.spec.catalog import load_catalog
-
-    state = RunState(config=build_config({}.get, {}, Path("/tmp/r")), catalog=load_catalog())
-    state.items["t::a"] = {"outcome": "pass"}
-    state.record_server("t::a", "MRV1-eager/api-key")
-    state.record_server("t::missing", "MRV1-eager")
-    assert state.items == {"t::a": {"outcome": "pass", "server": "MRV1-eager/api-key"}}
-    state.add_notes("t::a", "first")
-    state.add_notes("t::a")  # nothing to add: no empty list either
-    state.add_notes("t::a", "second", "third")
-    state.add_notes("t::missing", "lost")
-    assert state.items["t::a"]["notes"] == ["first", "second", "third"] and "t::missing" not in state.items

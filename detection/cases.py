@@ -68,8 +68,8 @@ _KEYWORDS = {
 }
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
-# woken while paused waits forever in an all-reduce): a short
-# request timeout turns each hang into a failure in seconds instead of 120 s.
+# woken while paused waits forever in an all-reduce): a short request timeout turns each hang
+# into a failure in seconds instead of the default timeout's minutes.
 _EXTRA_ARGS = {"dp-wake-reaches-one-rank": ("--lifecycle-request-timeout", "15"),
                "dp-stale-wave-wakes-paused": ("--lifecycle-request-timeout", "15")}
 

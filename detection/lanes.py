@@ -54,7 +54,7 @@ def run_case(case: Case, report_dir: Path, cores: tuple[int, ...] | None = None,
     if cores is not None:
         command += ["--lifecycle-cpu-cores", ",".join(map(str, cores))]
     env = {k: v for k, v in os.environ.items() if k != "VLLM_LIFECYCLE_FAULT"}
-    env[PROBED_ENV] = _probed()  # one probe of the target for every case (5 s each)
+    env[PROBED_ENV] = _probed()  # one probe of the target for every case, not one per case
     log = out / "pytest.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,

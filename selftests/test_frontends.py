@@ -10,6 +10,7 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.observing import frontends
+from fixtures.observing.api_shape import ApiShape
 
 
 class _Conn:
@@ -40,7 +41,7 @@ def owners(monkeypatch):
 
 def test_a_front_end_that_loses_300_races_is_still_reached(owners):
     owners(itertools.chain([11] * 300, [22]))
-    conn = frontends.Frontend(_server(), 22, 5.0)._pinned()
+    conn = frontends.Frontend(_server(), 22, 5.0, ApiShape())._pinned()
     assert not conn.closed
 
 
@@ -48,7 +49,7 @@ def test_a_front_end_that_never_accepts_is_a_harness_error_at_the_deadline(owner
     monkeypatch.setattr(frontends, "PIN_TIMEOUT_S", 0.05)
     owners(itertools.repeat(11))
     with pytest.raises(HarnessError, match=r"no connection to API server pid 22 in \d+ attempts over"):
-        frontends.Frontend(_server(), 22, 5.0)._pinned()
+        frontends.Frontend(_server(), 22, 5.0, ApiShape())._pinned()
 
 
 def test_the_api_server_probe_waits_for_a_starved_front_end(owners):

@@ -15,6 +15,7 @@ from fixtures.judging import golden
 from fixtures.judging.assertions import HoldSample, held, hold_problems, watch_hold
 from fixtures.judging.delivery import first_difference
 from fixtures.observing import device, metrics
+from fixtures.observing.api_shape import ApiShape
 from fixtures.observing.client import ControlPlane, Generation, Reply, wait_until
 from fixtures.observing.engine import (
     HOLD_FLOOR_S,
@@ -211,7 +212,7 @@ def test_the_engine_control_plane_counts_lifecycle_calls(monkeypatch):
 
     monkeypatch.setattr(ControlPlane, "call", fake_call)
     facts: dict[str, object] = {}
-    control = TrackedControlPlane("http://127.0.0.1:1", 1.0, lambda: None, facts)
+    control = TrackedControlPlane("http://127.0.0.1:1", 1.0, lambda: None, ApiShape(), facts)
     control.call("GET", "/is_sleeping")
     control.call("GET", "/metrics")
     assert LIFECYCLE_CALLS_FACT not in facts

@@ -15,6 +15,7 @@ from fixtures.in_target import offline_apis, offline_host
 from fixtures.judging.judges import standing_problems
 from fixtures.judging.offline_custody import DrainObservation, drain_began_late, finished_before_call
 from fixtures.judging.offline_judges import return_problems
+from fixtures.observing.api_shape import ApiShape
 from fixtures.observing.offline import IN_FLIGHT_TRIES, Called, Delivery, NotInFlightError, OfflineClient
 
 
@@ -114,7 +115,7 @@ def serve(host: offline_apis.Host) -> Iterator[OfflineClient]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     process = FakeProcess(f"http://127.0.0.1:{server.server_address[1]}")
-    yield OfflineClient(process, BY_NAME["LLM-MP0"], timeout=10)  # type: ignore[arg-type]
+    yield OfflineClient(process, BY_NAME["LLM-MP0"], timeout=10, shape=ApiShape())  # type: ignore[arg-type]
     server.shutdown()
 
 

@@ -141,11 +141,13 @@ def test_an_interrupted_run_leaves_a_report_and_no_server(fake_python, tmp_path,
 
 
 def test_a_hung_engine_is_cut_by_the_request_timeout(fake_manager):
+    from fixtures.observing.api_shape import ApiShape
     from fixtures.observing.client import ControlPlane
     from selftests.conftest import fake_config
 
     server = fake_manager.acquire(fake_config(FAKE_POST="hang"))
-    control = ControlPlane(server.url, timeout=1.0, ensure_alive=server.ensure_alive)
+    control = ControlPlane(server.url, timeout=1.0, ensure_alive=server.ensure_alive,
+                           shape=ApiShape())
     began = time.monotonic()
     with pytest.raises(AssertionError, match="got no answer within 1 s"):
         control.pause("abort")

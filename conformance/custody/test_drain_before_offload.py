@@ -43,7 +43,7 @@ def test_drain_before_offload(engine, level):
     sleeper = threading.Thread(target=lambda: replies.append(engine.control.sleep(level, "wait")))
     # A control plane of its own: the poller reads /metrics while the test thread polls flags.
     poller_control = ControlPlane(engine.control.base_url, engine.control.timeout,
-                                  engine.server.ensure_alive)
+                                  engine.server.ensure_alive, engine.control.shape)
     readings: list[judges.GaugeReading] = []
     poll_errors: list[BaseException] = []
     poller = threading.Thread(target=sample_gauge, args=(poller_control, sleeper, readings, poll_errors),

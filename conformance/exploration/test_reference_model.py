@@ -30,7 +30,6 @@ from fixtures.judging import reference_model as model
 from fixtures.judging import topology_judges as tj
 from fixtures.judging.delivery import first_difference
 from fixtures.judging.weight_judges import serves_problems
-from fixtures.observing import api_shape
 from fixtures.observing.client import Generation, Reply, wait_until
 from fixtures.observing.engine import Engine
 from fixtures.observing.weight_sync import Checkpoint, WeightClient
@@ -358,7 +357,7 @@ def _reply_problems(prediction: model.Prediction, reply: Reply) -> list[str]:
         return [f"expected a 4xx naming '{prediction.body_mentions}'; observed {reply.describe()}"]
     ok = reply.status == prediction.status
     # A release before JSON bodies is judged on the status (the shapes: api/reply-bodies).
-    if ok and prediction.body is not None and api_shape.body_expected(reply.path):
+    if ok and prediction.body is not None and reply.body_in_contract:
         ok = isinstance(reply.body, dict) and all(
             reply.body.get(k, object()) == v for k, v in prediction.body.items())
     if ok:

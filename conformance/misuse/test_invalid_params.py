@@ -3,16 +3,15 @@
 import pytest
 
 from fixtures.judging.assertions import serving, state_is
-from fixtures.observing import api_shape
 from fixtures.observing.engine import AWAKE_GAUGE, StateView
 
 AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
 
 
-def refused_naming(reply, param):
+def refused_naming(engine, reply, param):
     body = reply.body if isinstance(reply.body, dict) else {}
     error = body.get("error") if isinstance(body.get("error"), dict) else {}
-    if not api_shape.route_validation() and reply.path.startswith("/sleep"):
+    if not engine.control.shape.route_validation and reply.path.startswith("/sleep"):
         # Before 0.32 /sleep validates nothing at the route: a refusal is judged on its status
         # class; naming the parameter is the reply shape of api/reply-bodies.
         assert reply.status == 400, f"expected 400; observed {reply.describe()}"
@@ -25,7 +24,7 @@ def refused_naming(reply, param):
 @pytest.mark.behaviour("misuse/invalid-sleep-level")
 @pytest.mark.parametrize("level", ["-1", "3", "abc"], ids=["minus1", "3", "abc"])
 def test_invalid_sleep_level(engine, level):
-    refused_naming(engine.control.sleep(level), "query.level")
+    refused_naming(engine, engine.control.sleep(level), "query.level")
     state_is(engine, AWAKE, f"after the refused /sleep?level={level}")
     serving(engine)
 
@@ -34,6 +33,6 @@ def test_invalid_sleep_level(engine, level):
 @pytest.mark.parametrize("endpoint", ["sleep", "pause"])
 def test_invalid_mode(engine, endpoint):
     call = engine.control.sleep if endpoint == "sleep" else engine.control.pause
-    refused_naming(call(mode="foo"), "query.mode")
+    refused_naming(engine, call(mode="foo"), "query.mode")
     state_is(engine, AWAKE, f"after the refused /{endpoint}?mode=foo")
     serving(engine)

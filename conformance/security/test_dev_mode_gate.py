@@ -19,7 +19,7 @@ def test_dev_endpoints_gated(base_config, launch, run_state, target):
     config = dataclasses.replace(base_config, dev_mode=False, label="no-dev-mode")
     server = launch(config)
     engine = Engine.attach(server, config.variant, run_state.profile, target.platform,
-                           run_state.config.request_timeout)
+                           run_state.config.request_timeout, run_state.shape)
     reachable = {}
     for method, path in ENDPOINTS:
         reply = engine.control.call(method, path, json={} if method == "POST" else None)

@@ -29,7 +29,7 @@ DEVICE_WINDOW_S = 2.0
 RUNNING_WITHIN_S = 10.0
 STARTED_S = 0.5  # from reaching the server to decoding: a prefill of a short prompt
 CLIENT_SLACK_S = 3.0  # the client may send the pause this much later than it meant to
-ABORT_LENGTHS = 4  # the abort trial's request, in in-flight sizes (about 32 s at full speed)
+ABORT_LENGTHS = 4  # the abort trial's request, in in-flight sizes (SEEN_ON_SERVER_SECONDS each)
 TRIALS = 2  # a trial whose request ended before the pause was sent is void
 BEHAVIOUR = "topology/quiescent-after-pause"
 
@@ -73,7 +73,7 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
         # Seen on the server (/load), not by its stream: with a rank stepping on each of two
         # cores the client can be starved of chunks (start_in_flight's confirmation) for
         # seconds, and the DP running gauge moves only with the engines' periodic stats. The
-        # same starvation can hold the pause itself for seconds on its way in (seen: 8 s), so
+        # same starvation can hold the pause itself for seconds on its way in, so
         # the request an abort must cut is sized to outlast that; it costs nothing when cut.
         gen = e.start_seen_on_server(f"a request running when the pause arrives ({mode})",
                                      within=RUNNING_WITHIN_S, settle=STARTED_S, note=note,

@@ -304,7 +304,7 @@ def start_wave_wakes_paused_engine(original: Fn) -> Fn:
 
 
 # Consensus all-reduces a pause sits out under the fault below, stepping all the while. In vLLM
-# before #52957 a pause waited out the 32-step sync cadence (3.4 s of a 110 ms MoE step); a
+# before #52957 a pause waited out the 32-step sync cadence, seconds with a real MoE step; a
 # dummy forward of the embedded model takes milliseconds on CPU, so more steps make the seconds.
 PAUSE_CONSENSUS_ROUNDS = 64
 

@@ -318,7 +318,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         patches=(_patch(_DP_PAUSE_COMPLETE, "pause_completes_before_consensus"),
                  _patch(_DP_SYNC, "consensus_on_a_slow_cadence")),
         # With consensus on a slow cadence an abort pause can land after the running request
-        # ended (the pause answered in ~35 s): the ranks kept working past the pause.
+        # ended (the pause answers only once the slow consensus is reached): the ranks kept
+        # working past the pause.
         symptoms=(("topology/quiescent-after-pause", KEPT_WORKING + "|" + ABORT_LANDED_LATE),),
     ),
     Fault(

@@ -1,10 +1,8 @@
-"""Runs the detection cases in the background, side by side where a case fits on one core.
-
-The cases needing a DP server (a core per rank) run first, one at a time, on every core; the
-rest then run in one lane per core (`--lifecycle-cpu-cores` gives each child its core), each
-lane taking the next case as it frees (detection/cases.py:schedule says which is which).
-Each test waits for its own case. Every child is started here and stopped here: at the end of
-the session, on a failure or on Ctrl-C, `stop` ends the ones still running, by process group.
+"""Runs the detection cases in the background: the cases needing a DP server (a core per rank)
+first, one at a time, on every core; the rest in one lane per core, each lane taking the next
+case as it frees (detection/cases.py:schedule). Each test waits for its own case. Every child is
+started and stopped here: at the end of the session, on a failure or on Ctrl-C, `stop` ends
+the ones still running, by process group.
 """
 
 from __future__ import annotations

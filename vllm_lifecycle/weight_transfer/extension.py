@@ -1,11 +1,8 @@
-"""The path RL frameworks sync weights through today: a worker extension
-(`--worker-extension-cls`) whose methods the trainer calls with `collective_rpc`.
-
-Two methods, as frameworks write them: `lifecycle_reload_tensors` hands the tensors to the
-model runner's in-place reload (vLLM's layerwise reload: the layers are re-processed after
-loading, as the session backends do), `lifecycle_load_tensors` calls the model's
-`load_weights` directly, with no re-processing (the older pattern). Both read a safetensors
-file the trainer names. Imported only inside vLLM worker processes (torch and vLLM are there).
+"""The path RL frameworks sync weights through today: a worker extension (`--worker-extension-cls`)
+whose methods the trainer calls with `collective_rpc`, each reading a safetensors file it names:
+`lifecycle_reload_tensors` through vLLM's layerwise reload (the layers re-processed after
+loading, as the session backends do), `lifecycle_load_tensors` through the model's own
+`load_weights` (the older pattern). Imported only inside vLLM worker processes.
 """
 
 from __future__ import annotations

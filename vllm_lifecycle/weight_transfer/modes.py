@@ -1,12 +1,9 @@
 """Which transfer a session uses, read from what the trainer sent to init_weight_transfer_engine.
 
-The suite's server carries one backend (`lifecycle_file`), and vLLM builds one engine per worker
-from it. To let vLLM's own trainer side (the ipc and nccl backends' `TrainerWeightTransferEngine`)
-drive a GPU server as well, the backend takes the mode from the init message and hands ipc and
-nccl sessions to vLLM's own worker-side engines. The mode is chosen at init, not per chunk: a
-chunk that lacks the keys of its mode must reach that mode's parser and be refused there.
-
-Plain Python: the self-tests and the suite's process import it without torch or vLLM.
+The server carries one backend (`lifecycle_file`); for vLLM's own trainer side (ipc, nccl) to
+drive a GPU server too, the backend hands ipc and nccl sessions to vLLM's worker-side engines.
+The mode is chosen at init, not per chunk, so a chunk that lacks its mode's keys is refused by
+that mode's parser. Plain Python: imported without torch or vLLM.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""A trainer-side user's own sync path: what the suite hands it and how it is named.
+"""A trainer-side user's own sync path (`--lifecycle-weight-sync MODULE:NAME`, docs/weight-sync.md).
 
-An RL framework's CI points the suite at its own way of moving weights with
-`--lifecycle-weight-sync MODULE:NAME`. NAME is a callable taking one `SyncTarget`, or an object
-with such a `sync` method and, optionally, `launch_args`: extra `vllm serve` arguments every
-server the suite starts then carries (a framework's `--worker-extension-cls`, say). The callable
-runs in the pytest process, while the engine is paused (or asleep with its weights awake), and
-returns once the checkpoint is loaded into every engine. It raises `SyncRefused` when the engine
-refused or failed the sync (the test fails: the engine broke the cycle); any other exception is
-a harness error (the sync path itself broke). The output-judged `weights/` behaviours then run
-through it; the behaviours about vLLM's own session API keep the suite's session.
-
-Plain Python, no vLLM or torch: the suite's pytest process imports it, and so may a user's module.
+NAME is a callable taking one `SyncTarget`, or an object with such a `sync` method and,
+optionally, `launch_args` every server the suite starts then carries (a framework's
+`--worker-extension-cls`, say). It runs in the pytest process while the engine is paused (or
+asleep with its weights awake) and returns once every engine has the checkpoint; it raises
+`SyncRefused` when the engine refused or failed the sync (a failure), and anything else it
+raises is a harness error. Plain Python: the suite's process imports it, and so may a user's.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """vLLM's own trainer side as a sync path: the `ipc` backend for one engine, `nccl` under data
 parallelism, driven over the server's weight routes by vLLM's `HTTPVLLMWeightSyncClient`.
 
-Two halves. `VLLMTrainerSync` runs in the suite's pytest process (plain Python, no torch): it
-starts the trainer in the target's interpreter and reads its verdict from the exit status.
-`main` runs there: it loads the checkpoint's tensors onto the trainer's GPU, builds vLLM's
-trainer engine through `WeightTransferTrainerFactory.trainer_init` and calls `send_weights`
-(start -> chunks -> finish), then commits the version. The server keeps the suite's backend,
-which hands an ipc or nccl session to vLLM's own worker-side engine (vllm_lifecycle/weight_transfer/modes.py).
-
-What only a GPU shows: CUDA IPC handles resolved by the engine's worker (the trainer must sit
-on the engine's own GPU: handles are keyed by GPU UUID), and an NCCL broadcast from rank 0 to
-every DP rank (the trainer needs a GPU of its own: NCCL refuses two ranks on one device). On
-other platforms `unavailable` says why, and the tests that use this path skip with that reason.
+`VLLMTrainerSync` runs in the suite's pytest process (no torch) and starts `main` in the
+target's interpreter, which loads the checkpoint onto the trainer's GPU, builds vLLM's trainer
+engine (`WeightTransferTrainerFactory.trainer_init`), calls `send_weights` and commits the
+version; its exit status is the verdict. The server's backend hands the session to vLLM's own
+worker-side engine (modes.py). Only a GPU shows CUDA IPC handles (the trainer sits on the
+engine's GPU: handles are keyed by GPU UUID) and an NCCL broadcast to every DP rank (the
+trainer needs a GPU of its own); elsewhere `unavailable` says why, and the tests skip.
 """
 
 from __future__ import annotations

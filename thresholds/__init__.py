@@ -37,10 +37,6 @@ class Limit:
     reason: str
     overridden: bool = False
 
-    @property
-    def key(self) -> str:
-        return f"{self.behaviour}:{self.name}"
-
     def judge(self, observed: float) -> Measurement:
         ok = COMPARATORS[self.comparator](observed, self.limit)
         return Measurement(self.behaviour, self.name, float(observed), self.limit, self.comparator,

@@ -1,10 +1,9 @@
 """Every fault is caught by the behaviours it names, and by nothing else.
 
-Each case is one child pytest run of the conformance suite (one server start), with the fault
-armed through the suite's vLLM plugin; the children run in the background, side by side where
-a case fits on one core (detection/lanes.py), and each test judges its own case's run. The
-child stops its own server; a timeout, a failure or Ctrl-C here sends it SIGTERM, which it
-turns into an orderly teardown.
+Each case is one child pytest run of the conformance suite with the fault armed through the
+suite's vLLM plugin, run in the background (detection/lanes.py); each test judges its own
+case's run. A timeout, a failure or Ctrl-C here sends the child SIGTERM, which it turns into an
+orderly teardown (it stops its own server).
 """
 
 from __future__ import annotations

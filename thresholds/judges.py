@@ -1,8 +1,6 @@
-"""Mechanism judges: pure functions from recorded observations to thresholded Measurements.
-
-Observe first, judge later: tests record readings (device bytes, RSS, durations, logprobs)
-and these functions turn them into Measurements against the effective limits. They are
-tested on synthetic readings, so the GPU paths are exercised without a GPU.
+"""Mechanism judges: pure functions from recorded readings (device bytes, RSS, durations,
+logprobs) to Measurements against the effective limits, tested on synthetic readings, so the
+GPU paths are exercised without a GPU.
 """
 
 from __future__ import annotations
@@ -119,12 +117,10 @@ def latency(samples: Mapping[str, Sequence[float]], limits: Limits,
 
 def histogram_seconds(before: tuple[float, float] | None, after: tuple[float, float] | None,
                       metric: str, operation: str, calls: int = 1) -> float:
-    """Server-side seconds of `calls` operations: the histogram's sum delta.
-
-    The catalog's mechanism/latency measures through this histogram, so the engine MUST
-    expose it: absent after the call, or a count that did not move by exactly `calls`, is a
-    failure (AssertionError), never 0 s. Absent *before* the first call of an operation is
-    normal (a labelled child appears at its first observation) and reads as zero.
+    """Server-side seconds of `calls` operations: the histogram's sum delta. mechanism/latency
+    measures through it, so the engine MUST expose it: absent after the call, or a count that did
+    not move by exactly `calls`, is a failure, never 0 s. Absent *before* an operation's first
+    call is normal (a labelled child appears at its first observation) and reads as zero.
     """
     if after is None:
         raise AssertionError(f"mechanism/latency: the engine exposes no {metric} series for "

@@ -20,6 +20,7 @@ from vllm.distributed.weight_transfer.base import (  # type: ignore[import-not-f
     WeightTransferUpdateInfo,
 )
 
+from vllm_lifecycle.weight_transfer.extension import read_tensors
 from vllm_lifecycle.weight_transfer.modes import FILE, IPC, init_mode
 
 LOG_PREFIX = "vllm-lifecycle-weights:"
@@ -131,17 +132,7 @@ class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo
         if self._delegate is not None:
             self._delegate.receive_weights(update_info)
             return
-        from safetensors import safe_open
-
-        if not update_info.path or not os.path.isfile(update_info.path):
-            raise ValueError(f"update_info.path {update_info.path!r} is not a readable file")
-        with safe_open(update_info.path, framework="pt") as reader:
-            available = set(reader.keys())
-            names = list(update_info.names) if update_info.names is not None else sorted(available)
-            missing = [n for n in names if n not in available]
-            if missing:
-                raise ValueError(f"update_info.names not in {update_info.path}: {missing[:5]}")
-            weights = [(name, reader.get_tensor(name)) for name in names]
+        weights = read_tensors(update_info.path, update_info.names, "update_info.")
         with _no_mtp_check():
             self.model.load_weights(weights)
         self._log(f"loaded {len(weights)} tensor(s) from {os.path.basename(update_info.path)}")

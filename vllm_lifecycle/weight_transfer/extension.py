@@ -14,17 +14,18 @@ from typing import Any
 LOG_PREFIX = "vllm-lifecycle-weights:"
 
 
-def _read(path: str, names: list[str] | None) -> list[tuple[str, Any]]:
+def read_tensors(path: str, names: list[str] | None, field: str = "") -> list[tuple[str, Any]]:
+    """The named tensors of a safetensors file (None: all); `field` prefixes the errors' names."""
     from safetensors import safe_open
 
     if not path or not os.path.isfile(path):
-        raise ValueError(f"path {path!r} is not a readable file")
+        raise ValueError(f"{field}path {path!r} is not a readable file")
     with safe_open(path, framework="pt") as reader:
         available = set(reader.keys())
         chosen = list(names) if names is not None else sorted(available)
         missing = [n for n in chosen if n not in available]
         if missing:
-            raise ValueError(f"names not in {path}: {missing[:5]}")
+            raise ValueError(f"{field}names not in {path}: {missing[:5]}")
         return [(name, reader.get_tensor(name)) for name in chosen]
 
 
@@ -38,14 +39,14 @@ class LifecycleWorkerExtension:
 
     def lifecycle_reload_tensors(self, path: str, names: list[str] | None = None) -> int:
         """In-place reload through vLLM's layerwise reload; returns the tensors loaded."""
-        weights = _read(path, names)
+        weights = read_tensors(path, names)
         self.model_runner.reload_weights(weights_iterator=iter(weights))
         self._log(f"reloaded {len(weights)} tensor(s) from {os.path.basename(path)}")
         return len(weights)
 
     def lifecycle_load_tensors(self, path: str, names: list[str] | None = None) -> int:
         """The model's own load_weights, nothing re-processed after; returns the tensors loaded."""
-        weights = _read(path, names)
+        weights = read_tensors(path, names)
         self.model_runner.model.load_weights(weights=weights)
         self._log(f"loaded {len(weights)} tensor(s) directly from {os.path.basename(path)}")
         return len(weights)

@@ -1,10 +1,9 @@
-"""Behaviour × release matrix: pure functions over the results documents (results.json) of one suite
-run per release, plus the releases that never produced one (not installable here, run errors).
+"""Behaviour × release matrix: pure functions over the results.json of one suite run per release,
+plus the releases that never produced one (not installable here, run errors).
 
-A cell is the behaviour's worst outcome on that release. A behaviour *holds* on a release when its
-cell is a pass (pass, tentative-pass, finding-fixed); it *does not hold* when the cell is a failure
-verdict (fail, finding, tentative-fail). Anything else (error, skip, not run, not applicable, not
-installable, absent) says nothing either way, so it never counts as a start or a stop of holding.
+A cell is the behaviour's worst outcome on that release. A behaviour *holds* on a release when
+its cell is a pass (pass, tentative-pass, finding-fixed) and *does not hold* on a failure verdict
+(fail, finding, tentative-fail); any other cell says nothing either way.
 """
 
 from __future__ import annotations

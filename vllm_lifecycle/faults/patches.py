@@ -238,10 +238,9 @@ def refreshes_frontend_pause_cache(original: Fn) -> Fn:
 
 
 # -- the coordinator latch (RFC #51476 §1, the code before vLLM #51481) -----------------------
-# The coordinator is a spawned process that never loads vLLM's plugins, so the fault reaches it
-# through the function the spawn runs: a module-level function (pickled by reference,
-# vllm_lifecycle/faults/plugin.py:run_coordinator_armed) that arms the fault in the coordinator, then runs the
-# original.
+# The coordinator is a spawned process that never loads vLLM's plugins: the fault reaches it
+# through the function the spawn runs, pickled by reference (plugin.py:run_coordinator_armed),
+# which arms the fault there, then runs the original.
 _LATCH_ANCHOR = re.compile(
     r"^(?P<indent>[ ]+)self\._send_start_wave\(\n\s+publish_back, current_wave, engine_to_exclude\n"
     r"\s+\)\n", re.MULTILINE)

@@ -79,9 +79,8 @@ def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
     return Patch(target=pinned[0], source_sha256=pinned[1], replacement=replacement)
 
 
-# Symptoms: what a failure message says when the fault, not something else, broke the test.
-# Each is read off the wording its test or judge gives that fault's effect and no other failure
-# of the behaviour (selftests/test_symptoms.py builds both from the judges).
+# Symptoms: what a failure message says when the fault, not something else, broke the test,
+# read off the wording its judge gives that effect alone (selftests/test_symptoms.py checks).
 # The weights-only wake resumed the scheduler: /is_paused (is_paused()) reads false
 # (assertions.state_is over HTTP, offline_judges.flag_problems and wake_up()'s return through the Python API).
 PARTIAL_WAKE_RESUMED = (r"after waking only weights: expected [^;]*is_paused=True[^;]*; "
@@ -142,8 +141,6 @@ DRAIN_LATCHED = r"wait_for_requests_to_drain\(\) (raised TimeoutError|took)\b.*r
 # A paused rank woken into a wave: a lifecycle step or the held request hangs or overruns.
 WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got no answer|took)"
                       r"|the request sent while paused)")
-# An engine still stepping after /pause answered: its cores (or devices) busy over the window,
-# or, on an idle engine, the pause itself answered late behind the dummy steps still running.
 # A sync that did not land where it was sent: an engine still serves the old checkpoint.
 OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
 RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
@@ -158,6 +155,8 @@ RAN_ON_AFTER_ABORT = r"ran on after the abort, under other weights"
 SPANS_KEEP_FIRST_LABEL = r"the spans are labelled \['default'\], expected \[('[^']*', )?'spans-B'\]"
 # Part of a layer loaded: neither checkpoint's output.
 WEIGHTS_MIXED = r"serves neither checkpoint's output"
+# An engine still stepping after /pause answered: its cores (or devices) busy over the window,
+# or, on an idle engine, the pause itself answered late behind the dummy steps still running.
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
                 r"observed [\d.]+ (cores|%).*beyond by"
                 r"|idle_pause_s: observed [\d.]+ s, .*beyond by")

@@ -1,9 +1,7 @@
 """A weight-transfer backend that moves real tensors on any platform: the trainer names a
-safetensors file (and which of its tensors a chunk carries), the worker reads them and loads
-them through the model's own weight loaders inside vLLM's layerwise reload, as the built-in
-ipc and nccl backends do between their start and finish.
-
-Imported only inside vLLM worker processes (torch and vLLM are there).
+safetensors file (and which of its tensors a chunk carries), the worker loads them through the
+model's own weight loaders inside vLLM's layerwise reload, as the built-in ipc and nccl backends
+do between their start and finish. Imported only inside vLLM worker processes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The vLLM general-plugin entry point: register the suite's weight-transfer backend by name.
-
-vLLM calls ``register`` in each of its processes (API server, engine core, workers); the
-backend module itself (torch, vLLM) is imported only where a worker builds the engine, so a
-process that never syncs pays nothing. Stdlib only at import.
+"""The vLLM general-plugin entry point: register the suite's weight-transfer backend by name, in
+each of vLLM's processes. Stdlib only at import: the backend (torch, vLLM) is imported only
+where a worker builds the engine, so a process that never syncs pays nothing.
 """
 
 from __future__ import annotations

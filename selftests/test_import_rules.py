@@ -23,6 +23,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "fixtures.launching": (*BASE, "fixtures.in_target", "vllm_lifecycle", "thresholds"),
     "fixtures.observing": (*BASE, "fixtures.launching", "fixtures.in_target", "vllm_lifecycle"),
     "fixtures.judging": (*BASE, "fixtures.observing", "fixtures.launching", "thresholds"),
+    # Runs the reproducers against servers it starts: a command beside the pytest layer.
+    "fixtures.reproducing": (*BASE, "fixtures.in_target", "fixtures.launching", "fixtures.reporting"),
     "fixtures.plugin": (*BASE, "fixtures.in_target", "fixtures.launching", "fixtures.observing",
                         "fixtures.judging", "fixtures.reporting", "vllm_lifecycle", "thresholds"),
     # Loaded by vLLM's own processes: nothing outside the installed package.

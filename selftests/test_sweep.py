@@ -295,3 +295,30 @@ def test_a_child_results_document_is_read_and_a_stale_one_never_is(
     out = runner.run_suite(Path("python"), folder, [], folder, timeout=30)
     assert out.results is not None and out.results["results"][0]["behaviour"] == "a"
     assert out.reason is None and out.returncode == 1
+
+
+def test_fixed_in_needs_the_test_passing_and_the_reproducer_exiting_0_after_the_finding() -> None:
+    def verified(*exits: tuple[str, int]) -> dict[str, Any]:
+        return {"records": [{"behaviour": b, "exit": code} for b, code in exits]}
+
+    runs = [ReleaseRun("0.30.0", doc(rec("a", "finding"), rec("b", "finding")),
+                       reproducers=verified(("a", 1), ("b", 1))),
+            ReleaseRun("0.31.0", doc(rec("a", "finding-fixed"), rec("b", "finding-fixed")),
+                       reproducers=verified(("a", 0), ("b", 1))),
+            ReleaseRun("0.32.0", doc(rec("a", "finding-fixed"), rec("b", "finding-fixed")))]
+    m = matrix.build(runs)
+    assert row(m, "a")["fixed_in"] == "0.31.0"
+    assert row(m, "b")["fixed_in"] is None  # the reproducer still shows it: not fixed
+    assert matrix.cell_text(row(m, "a")["cells"]["0.30.0"]) == "finding r1"
+    assert "| a | finding r1 | fixed r0 | fixed | 0.31.0 | — | 0.31.0 |" in matrix.render_md(m)
+    assert "<td>0.31.0</td></tr>" in matrix.render_html(m)
+
+
+def test_the_sweep_reads_a_releases_reproducers_beside_its_run(tmp_path: Path) -> None:
+    (tmp_path / "0.31.0").mkdir()
+    (tmp_path / "0.31.0" / "results.json").write_text(json.dumps(doc(rec("a", "finding-fixed"))))
+    verified = {"records": [{"behaviour": "a", "exit": 0}]}
+    (tmp_path / "0.31.0" / "reproducers.json").write_text(json.dumps(verified))
+    cli.write_report(tmp_path, {"0.31.0": {"status": "ran", "reason": None, "facts": {}}})
+    cell = row(json.loads((tmp_path / "matrix.json").read_text()), "a")["cells"]["0.31.0"]
+    assert cell["reproducer_exit"] == 0

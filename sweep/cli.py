@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fixtures.spec.reproducers import RESULTS_JSON
 from sweep import matrix, releases, runner
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lock", type=Path, default=None,
                      help="hold an exclusive flock on this file while each release's suite runs")
     run.add_argument("--fresh", action="store_true", help="rebuild environments even when present")
+    run.add_argument("--reproducers", action="store_true",
+                     help="also verify every finding's standalone reproducer on each release "
+                          "(python -m fixtures.reproducing.verify; about ten minutes a release)")
     run.add_argument("pytest_args", nargs="*", help="after --: passed to each release's pytest")
     rep = sub.add_parser("report", help="rebuild matrix.{json,md,html} of a sweep folder")
     rep.add_argument("out", type=Path)
@@ -47,8 +51,10 @@ def write_report(out: Path, state: dict[str, dict[str, Any]], behaviours: Sequen
             path = out / release / "results.json"
             results = json.loads(path.read_text()) if path.is_file() else None
         report = f"{release}/report.html" if (out / release / "report.html").is_file() else None
+        verified = out / release / RESULTS_JSON
+        reproducers = json.loads(verified.read_text()) if verified.is_file() else None
         runs.append(matrix.ReleaseRun(release, results, entry["status"], entry.get("reason"), report,
-                                      entry.get("facts")))
+                                      entry.get("facts"), reproducers))
     doc = matrix.build(runs, behaviours)
     (out / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
     (out / "matrix.md").write_text(matrix.render_md(doc))
@@ -95,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
                 entry.update(status=matrix.RUN_ERROR, reason="interrupted (Ctrl-C)")
                 raise
             entry["facts"]["run_seconds"] = round(outcome.seconds, 1)
+            if args.reproducers:
+                entry["facts"]["reproducers"] = runner.verify_reproducers(env.python, out / release, REPO,
+                                                                          args.timeout)
             if args.lock is not None:
                 entry["facts"]["lock_wait_seconds"] = round(outcome.waited, 1)
             if outcome.results is None:

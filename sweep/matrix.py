@@ -55,6 +55,8 @@ class ReleaseRun:
     reason: str | None = None  # for not-installable / run-error: one line
     report: str | None = None  # link to the run's report.html, relative to the sweep report
     facts: Mapping[str, Any] | None = None  # environment time/disk, run time: reported as given
+    # The reproducers' verification on this release (reproducers.json), where the sweep ran it.
+    reproducers: Mapping[str, Any] | None = None
 
 
 def version_key(release: str) -> tuple[Any, ...]:
@@ -154,9 +156,14 @@ def build(runs: Iterable[ReleaseRun], behaviours: Iterable[str] = ()) -> dict[st
                         "message": run.reason or "no results document", "outcomes": {}}
             cell["link"] = run.report
             cells[run.release] = cell
+        for run in ordered:
+            exit_code = _reproducer_exit(run, bid)
+            if exit_code is not None:
+                cells[run.release]["reproducer_exit"] = exit_code
         seq = [(release, cells[release]["outcome"]) for release in names]
         rows.append({"behaviour": bid, "cells": cells, "first_holds": first_holds(seq),
-                     "stopped_holding": stopped_holding(seq)})
+                     "stopped_holding": stopped_holding(seq),
+                     "fixed_in": fixed_in([(r, cells[r]) for r in names])})
     releases = []
     for run in ordered:
         results = run.results or {}
@@ -175,6 +182,25 @@ def build(runs: Iterable[ReleaseRun], behaviours: Iterable[str] = ()) -> dict[st
             "legend": {"holds": sorted(HOLDS), "does_not_hold": sorted(BROKEN)}}
 
 
+def _reproducer_exit(run: ReleaseRun, behaviour: str) -> int | None:
+    for record in (run.reproducers or {}).get("records") or []:
+        if record.get("behaviour") == behaviour and record.get("exit") is not None:
+            return int(record["exit"])
+    return None
+
+
+def fixed_in(cells: Sequence[tuple[str, Mapping[str, Any]]]) -> str | None:
+    """The first release, after one that showed the finding, where its test passes and its
+    standalone reproducer exits 0: the release that fixed the bug."""
+    shown = False
+    for release, cell in cells:
+        if cell["outcome"] in ("finding", "tentative-fail"):
+            shown = True
+        elif shown and cell["outcome"] in HOLDS and cell.get("reproducer_exit") == 0:
+            return release
+    return None
+
+
 def release_label(release: Mapping[str, Any]) -> str:
     if release["status"] == NOT_INSTALLABLE:
         return f"not installable here: {release['reason']}"
@@ -188,8 +214,10 @@ def cell_text(cell: Mapping[str, Any]) -> str:
     not applicable or skipped there."""
     out = str(cell["outcome"])
     tally = cell.get("outcomes") or {}
-    return SYMBOL.get(out, out) + "".join(f"+{mark}" for kind, mark in _APART.items()
-                                          if kind != out and rank(kind) < rank(out) and tally.get(kind))
+    repro = f" r{cell['reproducer_exit']}" if cell.get("reproducer_exit") is not None else ""
+    apart = "".join(f"+{mark}" for kind, mark in _APART.items()
+                    if kind != out and rank(kind) < rank(out) and tally.get(kind))
+    return SYMBOL.get(out, out) + apart + repro
 
 
 def _md_escape(text: str) -> str:
@@ -203,8 +231,8 @@ def render_md(matrix: Mapping[str, Any]) -> str:
     for rel in matrix["releases"]:
         link = f"[report]({rel['report']})" if rel.get("report") else ""
         lines.append(f"| {rel['release']} | {_md_escape(release_label(rel))} | {link} |")
-    lines += ["", "| behaviour | " + " | ".join(releases) + " | first holds | stopped holding |",
-              "|---|" + "---|" * len(releases) + "---|---|"]
+    lines += ["", "| behaviour | " + " | ".join(releases) + " | first holds | stopped holding | fixed in |",
+              "|---|" + "---|" * len(releases) + "---|---|---|"]
     for row in matrix["behaviours"]:
         cells = []
         for release in releases:
@@ -213,11 +241,15 @@ def render_md(matrix: Mapping[str, Any]) -> str:
             cells.append(f"[{text}]({cell['link']})" if cell.get("link") else text)
         stops = ", ".join(f"{s['release']} (held on {s['held_on']})" for s in row["stopped_holding"])
         lines.append(f"| {row['behaviour']} | " + " | ".join(cells)
-                     + f" | {row['first_holds'] or '—'} | {stops or '—'} |")
+                     + f" | {row['first_holds'] or '—'} | {stops or '—'} | {row.get('fixed_in') or '—'} |")
     lines += ["", "Legend: " + ", ".join(f"{v} = {k}" for k, v in SYMBOL.items()) + ".",
               "A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail; "
               "other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the "
-              "instances that ran; others were not applicable or skipped on that release.", ""]
+              "instances that ran; others were not applicable or skipped on that release. "
+              "r1 / r0: the finding's standalone reproducer "
+              "exited 1 (the bug shows) / 0 (the engine behaves) on that release; fixed in: the "
+              "first release, after one that showed the finding, where its test passes and its "
+              "reproducer exits 0.", ""]
     return "\n".join(lines)
 
 
@@ -242,7 +274,8 @@ def render_html(matrix: Mapping[str, Any]) -> str:
             tds.append(f'<td style="background:{COLOUR.get(out, "#ef9a9a")}" title="{title}">{inner}</td>')
         stops = ", ".join(f"{s['release']} (held on {s['held_on']})" for s in row["stopped_holding"])
         body.append(f"<tr><td>{esc(row['behaviour'])}</td>{''.join(tds)}"
-                    f"<td>{esc(row['first_holds'] or '—')}</td><td>{esc(stops or '—')}</td></tr>")
+                    f"<td>{esc(row['first_holds'] or '—')}</td><td>{esc(stops or '—')}</td>"
+                    f"<td>{esc(row.get('fixed_in') or '—')}</td></tr>")
     head = "".join(f"<th>{esc(r)}</th>" for r in releases)
     legend = ", ".join(f"{esc(v)} = {esc(k)}" for k, v in SYMBOL.items())
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>vLLM release sweep</title>
@@ -252,11 +285,13 @@ table{{border-collapse:collapse}}</style></head><body>
 <h2>Releases</h2><table id="releases"><tr><th>release</th><th>result</th><th>environment / run</th>
 <th>report</th></tr>{''.join(summary)}</table>
 <h2>Matrix</h2><table id="matrix"><tr><th>behaviour</th>{head}<th>first holds</th>
-<th>stopped holding</th></tr>
+<th>stopped holding</th><th>fixed in</th></tr>
 {''.join(body)}</table>
 <p>Legend: {legend}. A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail;
 other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the instances that
-ran; others were not applicable or skipped on that release. Hover a cell for its message; click for
-that release's report.</p>
+ran; others were not applicable or skipped on that release. r1 / r0: the finding's standalone
+reproducer exited 1 / 0 there;
+fixed in: where its test passes and its reproducer exits 0, after a release that showed it. Hover a
+cell for its message; click for that release's report.</p>
 </body></html>
 """

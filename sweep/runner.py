@@ -109,3 +109,22 @@ def run_suite(python: Path, report_dir: Path, extra: Sequence[str], repo: Path, 
         reason = reason or problem or (
             f"the suite wrote no results (exit {rc}): {_last_line(log) or 'no output'}")
     return RunOutcome(results, reason, seconds, rc, waited=start - asked)
+
+
+def verify_reproducers(python: Path, report_dir: Path, repo: Path, timeout: float) -> str:
+    """Every finding's standalone reproducer against this release (fixtures/reproducing/verify.py),
+    written beside its suite run (reproducers.json, read into the matrix); one line for the facts."""
+    cmd = [sys.executable, "-m", "fixtures.reproducing.verify", "--python", str(python),
+           "--out", str(report_dir)]
+    with open(report_dir / "sweep-reproducers.log", "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            return f"stopped after {timeout:g} s"
+        except KeyboardInterrupt:
+            _stop(proc)
+            raise
+    return _last_line(report_dir / "sweep-reproducers.log") or f"exit {rc}"
+

@@ -85,9 +85,25 @@ RESUME_ASLEEP_NOTE = (
     "timeout (conformance/findings.yaml)")
 
 
+def serve_line(engines: int, weights: Weights | None) -> str:
+    """How to start a server the replay of a sequence runs against (its SERVE line)."""
+    line = "VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --enable-server-load-tracking"
+    if engines > 1:
+        line += f" --data-parallel-size {engines} (MODEL: one whose config declares experts)"
+    if weights is not None:
+        line += (" --weight-transfer-config '{\"backend\": \"lifecycle_file\"}', with the conformance "
+                 "suite installed in the server's environment (pip install -e <suite checkout>: vLLM "
+                 "loads its lifecycle_file backend through the vllm.general_plugins entry point); the "
+                 "weight syncs name checkpoint files that must exist on the server's host (the "
+                 "suite's embedded model and its checkpoint B: python -m fixtures.in_target.tiny_model "
+                 "and python -m fixtures.in_target.tiny_model b, from the suite's checkout)")
+    return line
+
+
 def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                   in_scope: Callable[[str], bool] = lambda behaviour: True,
-                  engines: int = 1, weights: Weights | None = None) -> type[RuleBasedStateMachine]:
+                  engines: int = 1, weights: Weights | None = None,
+                  save_replay: Callable[[str], str] | None = None) -> type[RuleBasedStateMachine]:
     client = WeightClient(engine.control, engine.server.facts)
     resume_kills = model.kills_data_parallel(engines, in_scope) is not None
     loaded = {"label": "A"}  # what the last sync left on the engine, across sequences
@@ -188,7 +204,8 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             stats["syncs"] = stats.get("syncs", 0) + 1
             loaded["label"] = "?"  # unknown until the session is seen through
             calls = client.try_push(weights.checkpoints[checkpoint], version, weights.engines)
-            self.history.note(f"{label}: " + ", ".join(f"{c.route} {c.status}" for c in calls))
+            self.history.sync(f"{label}: " + ", ".join(f"{c.route} {c.status}" for c in calls),
+                              [(c.route, c.body, c.status) for c in calls])
             refused = [f"{c.route} answered {c.status}: {str(c.answer)[:200]}" for c in calls if not c.ok]
             if refused:
                 self._fail(label, prediction, refused)
@@ -279,7 +296,9 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         # -- judging -------------------------------------------------------------------------
         def _call(self, prediction: model.Prediction, reply: Reply, label: str,
                   body: dict[str, Any] | None = None) -> None:
-            self.history.call(reply.method, reply.path, body)
+            # A refusal that must name a word is a 4xx of any code.
+            self.history.call(reply.method, reply.path, body,
+                              prediction.status if prediction.body_mentions is None else "4xx")
             problems = _reply_problems(prediction, reply)
             if problems:
                 self._fail(label, prediction, problems)
@@ -341,10 +360,15 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             return [f"request {number}: {p}" for p in judge(gen)]
 
         def _fail(self, label: str, prediction: model.Prediction, problems: list[str]) -> None:
+            replay = ""
+            if save_replay is not None:
+                path = save_replay(self.history.replay_script(serve_line(engines, weights),
+                                                              prediction.relies_on, prediction.state))
+                replay = f"\nreplay it: python {path} URL (a server started as the script says)"
             raise DiscrepancyError(
                 f"after '{label}' (model state before: {self.state}):\n  " + "\n  ".join(problems)
                 + f"\nthe model relied on: {', '.join(prediction.relies_on)}\n"
-                + self.history.script()
+                + self.history.script() + replay
             )
 
     return LifecycleMachine
@@ -476,7 +500,13 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         killer = model.kills_data_parallel(engines, in_scope)
         if killer is not None:
             left_out = RESUME_ASLEEP_NOTE.format(engines=engines, finding=killer)
-        run_machine(build_machine(engine, findings, stats, in_scope, engines, weights), budget)
+        def save_replay(text: str) -> str:
+            path = suite.report_dir / "exploration" / f"replay-{engine.profile}-{engines}-engine.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return str(path)
+
+        run_machine(build_machine(engine, findings, stats, in_scope, engines, weights, save_replay), budget)
     finally:
         reached = sorted(set(findings))
         record_property("findings_reached", reached)

@@ -1,0 +1,273 @@
+"""The findings' standalone reproducers (conformance/reproducers/): every expectation of
+findings.yaml names one whose cases show it, each is standalone (stdlib and requests, or vLLM
+inside its functions), keeps the shared part and the catalog's MUST word for word, and its
+verdict follows what the server answers. Plus the pure planning of a verification run."""
+
+from __future__ import annotations
+
+import ast
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from fixtures.errors import HarnessError
+from fixtures.reproducing.plan import Need, need_of, plan, reconcile, render_markdown, verdict
+from fixtures.spec.catalog import CatalogError, load_catalog
+from fixtures.spec.expectations import Expectation, load_expectations, parse_scope
+from fixtures.spec.reproducers import (
+    REPRODUCERS_DIR,
+    expected_exit,
+    parse_reproducer,
+    release_side,
+    reproducer_of,
+)
+
+SCRIPTS = sorted(REPRODUCERS_DIR.glob("*.py"))
+COMMON_START = "# ---- common to every"
+COMMON_END = "# ---- end of the common part ----"
+
+
+@cache
+def described(script: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, str(REPRODUCERS_DIR / script), "--describe"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def python_api(path: Path) -> bool:
+    return all(entry.get("python_api") for entry in described(path.name).values())
+
+
+def test_every_expectation_names_a_reproducer_whose_cases_show_it() -> None:
+    expectations = load_expectations(load_catalog())
+    assert len(expectations) >= 20
+    served: set[str] = set()
+    for exp in expectations:
+        repro = reproducer_of(exp)
+        assert repro is not None, f"{exp.behaviour}: no reproducer in findings.yaml"
+        assert repro.path.is_file(), f"{exp.behaviour}: {repro.script} does not exist"
+        cases = described(repro.script)
+        for case in repro.cases or tuple(cases):
+            assert case in cases, f"{exp.behaviour}: {repro.script} has no case {case}"
+            assert exp.behaviour in cases[case]["findings"], (
+                f"{exp.behaviour}: case {case} of {repro.script} says it shows {cases[case]['findings']}")
+        need_of(repro.script, cases, repro.cases)  # the cases need one server
+        served.add(repro.script)
+    assert served == {p.name for p in SCRIPTS}, "a script no finding names"
+
+
+def common_part(path: Path) -> str:
+    text = path.read_text()
+    start, end = text.index(COMMON_START), text.index(COMMON_END)
+    return text[start:end]
+
+
+@pytest.mark.parametrize("api", [False, True], ids=["http", "python-api"])
+def test_the_shared_part_is_the_same_in_every_script(api: bool) -> None:
+    parts = {p.name: common_part(p) for p in SCRIPTS if python_api(p) == api}
+    assert len(parts) >= 4
+    first = next(iter(parts.values()))
+    assert [name for name, part in parts.items() if part != first] == []
+
+
+def test_each_script_quotes_the_catalog_must_of_its_findings() -> None:
+    catalog = load_catalog()
+    for path in SCRIPTS:
+        tree = ast.parse(path.read_text())
+        must = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "MUST" for t in node.targets))
+        shown = {f for case in described(path.name).values() for f in case["findings"]}
+        assert set(must) == shown, path.name
+        for bid, text in must.items():
+            assert " ".join(text.split()) == " ".join(catalog[bid].must.split()), f"{path.name}: {bid}"
+
+
+def test_scripts_are_standalone() -> None:
+    """HTTP scripts import the standard library and requests; Python-API scripts import vLLM only
+    inside their functions; none imports the suite."""
+    stdlib = set(sys.stdlib_module_names)
+    for path in SCRIPTS:
+        tree = ast.parse(path.read_text())
+        allowed = stdlib | ({"__future__"} if python_api(path) else {"__future__", "requests"})
+        top = imported(tree.body)
+        assert top <= allowed, f"{path.name} imports {sorted(top - allowed)} at the top"
+        assert not imported(ast.walk(tree)) & {"fixtures", "vllm_lifecycle", "thresholds", "conformance"}, \
+            path.name
+
+
+def imported(nodes: Iterable[ast.AST]) -> set[str]:
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+# --- a reproducer's verdict follows the server's answers ---------------------------------------
+
+class Stub(http.server.BaseHTTPRequestHandler):
+    """Answers /version and POST /release_kv_cache_memory with what the test asks for."""
+
+    release: tuple[int, dict[str, Any]] = (200, {})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send(*((200, {"version": "0.0.0-stub"}) if self.path == "/version" else (404, {})))
+
+    def do_POST(self) -> None:
+        self._send(*(self.release if self.path == "/release_kv_cache_memory" else (404, {})))
+
+
+@pytest.fixture
+def stub() -> Iterator[type[Stub]]:
+    handler = type("Handler", (Stub,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    yield handler
+    server.shutdown()
+
+
+NAMING = "release_kv_cache_memory() requires a completed pause first"
+
+
+@pytest.mark.parametrize(("answer", "code"), [
+    ((500, {"error": {"message": NAMING, "code": 500}}), 1),  # 0.32: the precondition as a 5xx
+    ((400, {"error": {"message": NAMING, "code": 400}}), 0),  # the caller's error, named
+    ((400, {"error": {"message": "bad", "code": 400}}), 1),   # a 4xx that does not say why
+    ((404, {"detail": "Not Found"}), 2),                      # no such route: cannot tell
+], ids=["500", "400-naming", "400-silent", "404"])
+def test_the_verdict_follows_the_answer(stub: type[Stub], answer: tuple[int, dict[str, Any]],
+                                        code: int) -> None:
+    stub.release = answer
+    done = subprocess.run([sys.executable, str(REPRODUCERS_DIR / "release_kv_out_of_order_500.py"),
+                           stub.url, "--case", "awake"],  # type: ignore[attr-defined]
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == code, done.stdout
+    assert "POST /release_kv_cache_memory ->" in done.stdout and "MUST (misuse/release-kv-out-of-order)" \
+        in done.stdout
+
+
+def test_no_server_is_could_not_tell() -> None:
+    done = subprocess.run([sys.executable, str(REPRODUCERS_DIR / "sleep_params_unvalidated.py"),
+                           "http://127.0.0.1:9", "--timeout", "2"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "no vLLM server answered" in done.stdout
+
+
+# --- findings.yaml's reproducer field and the exit a release must give -------------------------
+
+def test_parse_reproducer() -> None:
+    repro = parse_reproducer("x/y", "s.py --case a --case b")
+    assert (repro.script, repro.cases) == ("s.py", ("a", "b"))
+    assert repro.command("http://h:1") == "python conformance/reproducers/s.py http://h:1 --case a --case b"
+    for bad in ("", "s.sh", "dir/s.py", "s.py --case", "s.py --other a"):
+        with pytest.raises(CatalogError):
+            parse_reproducer("x/y", bad)
+
+
+@pytest.mark.parametrize(("spec", "release", "side"), [
+    (">=0.27,<0.31", "0.30.0", "inside"), (">=0.27,<0.31", "0.31.0", "above"),
+    (">=0.27,<0.31", "0.26.1", "below"), ("==0.32.*", "0.33.0", "above"),
+    ("==0.32.*", "0.31.2", "below"), (">=0.31,<0.33", "0.32.0+cpu", "inside"),
+    ("!=0.30.0", "0.30.0", "unknown"), (None, "nonsense", "unknown"),
+])
+def test_release_side(spec: str | None, release: str, side: str) -> None:
+    assert release_side(SpecifierSet(spec) if spec else None, release) == side
+
+
+def expectation(raw_scope: dict[str, Any], kind: str = "finding") -> Expectation:
+    import re
+
+    return Expectation(kind, "misuse/invalid-mode", parse_scope("t", raw_scope), re.compile("x"),  # type: ignore[arg-type]
+                       {"reproducer": "sleep_params_unvalidated.py --case mode-foo"})
+
+
+def test_expected_exit() -> None:
+    gauge = expectation({"profiles": ["0.32"], "releases": ">=0.27,<0.31", "platforms": ["cpu"]})
+    assert expected_exit(gauge, "0.30.0", "cpu", "0.32").exit == 1
+    assert expected_exit(gauge, "0.32.0+cpu", "cpu", "0.32").exit == 0  # fixed there
+    assert expected_exit(gauge, "0.30.0", "cuda", "0.32").exit is None  # never seen on a GPU
+    assert expected_exit(gauge, "0.26.0", "cpu", "0.32").exit is None
+    tentative = expectation({"profiles": ["0.32", "0.33"]}, "tentative")
+    assert expected_exit(tentative, "0.33.1", "cuda", "0.33").exit == 1
+    assert expected_exit(tentative, "0.33.1", "cuda", "layered").exit is None
+
+
+# --- planning a verification ----------------------------------------------------------------
+
+def test_cases_of_one_finding_need_one_server() -> None:
+    cases = {"a": {"findings": ["f"], "serve_args": [], "engines": 1},
+             "b": {"findings": ["f"], "serve_args": [], "engines": 2},
+             "c": {"findings": ["f"], "serve_args": [], "engines": 1, "leaves_server_dead": True}}
+    assert need_of("s.py", cases, ["a", "c"]) == Need(False, (), (), 1, True)
+    with pytest.raises(HarnessError, match="different servers"):
+        need_of("s.py", cases, ["a", "b"])
+    with pytest.raises(HarnessError, match="no case z"):
+        need_of("s.py", cases, ["z"])
+
+
+def test_plan_orders_servers_and_judges_each_release() -> None:
+    expectations = load_expectations(load_catalog())
+    scripts = {p.name: described(p.name) for p in SCRIPTS}
+    runs = plan(expectations, scripts, "0.32.0+cpu", "cpu", "0.32")
+    assert len(runs) == len(expectations)
+    api = [r.need.python_api for r in runs]
+    assert api == sorted(api), "Python-API runs come after every server run"
+    by_id = {r.expectation.behaviour: r.expected.exit for r in runs}
+    assert by_id["misuse/invalid-mode"] == 0 and by_id["weights/session-rules"] == 1
+    assert {r.expectation.behaviour: r.expected.exit for r in plan(
+        expectations, scripts, "0.30.0", "cpu", "0.32")}["misuse/invalid-mode"] == 1
+
+
+def test_verdicts_and_summary() -> None:
+    assert verdict(1, 1) == ("reproduces", True)
+    assert verdict(0, 0) == ("fixed here", True)
+    assert verdict(1, 0) == ("stopped reproducing", False)
+    assert verdict(0, 1) == ("reproduces outside its scope", False)
+    assert verdict(1, 2) == ("could not tell", False)
+    assert verdict(1, None) == ("timed out", False)
+    assert verdict(None, None) == ("not judged here", True)
+    record = {"behaviour": "a/b", "kind": "finding", "command": "python x.py URL", "expected_exit": 1,
+              "expected_why": "in scope", "exit": 0, "seconds": 1.0, "log": "reproducers/a__b.log"}
+    record["verdict"], record["ok"] = verdict(1, 0)
+    text = render_markdown({"records": [record], "ok": False, "target": {}})
+    assert "**FAIL**: 1 stopped reproducing" in text and "a/b: stopped reproducing" in text
+
+
+def test_a_reproducer_that_stops_where_the_test_passes_shows_the_fix() -> None:
+    def record(behaviour: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"behaviour": behaviour, "kind": "finding", "command": "x", "exit": 0,
+                                 "expected_exit": 1, "expected_why": "", "seconds": 1.0, "log": "l"}
+        entry["verdict"], entry["ok"] = verdict(1, 0)
+        return entry
+
+    suite = [{"behaviour": "a/fixed", "outcome": "finding-fixed"},
+             {"behaviour": "a/still", "outcome": "finding"}, {"behaviour": "a/still", "outcome": "skip"}]
+    fixed, still, alone = reconcile([record("a/fixed"), record("a/still"), record("a/alone")], suite)
+    assert (fixed["verdict"], fixed["ok"]) == ("fixed in this release", True)
+    assert (still["verdict"], still["ok"]) == ("stopped reproducing (the suite's test: finding)", False)
+    assert (alone["verdict"], alone["ok"]) == ("stopped reproducing", False)
+    text = render_markdown({"records": [fixed], "ok": True, "target": {}})
+    assert "a/fixed: the suite's test passes (finding-fixed) and the reproducer exits 0" in text

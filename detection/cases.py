@@ -155,7 +155,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
     out.append(Case(
         name="offline-late-arrival-dropped", fault="late-arrival-dropped",
         behaviours=("custody/async-late-arrival",), expect_fail=("custody/async-late-arrival",),
-        keyword=f"{variant} and AsyncLLM-MP1", transport="offline",
+        keyword=f"{variant} and AsyncLLM-MP1", transport="offline", topologies=("single",),
         summary="through AsyncLLM: a request submitted during pause_generation is aborted, not held",
         symptoms={"custody/async-late-arrival": r"was not held while paused"},
     ))

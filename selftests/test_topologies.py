@@ -537,6 +537,7 @@ def test_the_custody_family_runs_one_dp2_instance_per_mode_and_call():
     modes = ("abort", "wait", "keep")
     assert dp2 == sorted([
         *(f"test_late_arrival[MRV1-eager-dp2-{m}-stream]" for m in modes),
+        *(f"test_async_late_arrival[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
         *(f"test_pause_in_flight[MRV1-eager-dp2-{m}-stream-completions]" for m in modes),
         *(f"test_pause_in_flight_offline[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
         *(f"test_sleep_in_flight[MRV1-eager-dp2-level1-{m}]" for m in modes)])

@@ -21,7 +21,7 @@ def test_pause_in_flight(topology_engine, topology, mode, stream, api):
     recomputed, so it must finish in full, but its ids may take another numeric path. An
     aborted request's ids must be the start of its uninterrupted run."""
     engine = topology_engine
-    size = engine.in_flight_tokens()
+    size = custody.flight_size(engine, topology.ranks)
     exact = mode != "keep-recompute"
     references = engine.references(IN_FLIGHT_PROMPT, size, api, topology.ranks) if exact else {}
     flights = custody.start_flights(engine, topology.ranks, IN_FLIGHT_PROMPT, size, references,

@@ -19,7 +19,7 @@ def test_sleep_in_flight(topology_engine, topology, level, mode):
     recomputed after the wake, so its ids are compared only at level 0. An aborted request's
     ids must be the start of its uninterrupted run."""
     engine = topology_engine
-    size = engine.in_flight_tokens()
+    size = custody.flight_size(engine, topology.ranks)
     exact = mode != "keep" or level == 0
     references = engine.references(IN_FLIGHT_PROMPT, size, ranks=topology.ranks) if exact else {}
     flights = custody.start_flights(engine, topology.ranks, IN_FLIGHT_PROMPT, size, references)

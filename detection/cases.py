@@ -40,10 +40,14 @@ class Case:
     # expect_fail behaviour -> the regular expression every failing instance's message must
     # contain (searched, DOTALL) for the failure to count as this case's catch.
     symptoms: Mapping[str, str] = field(default_factory=dict)
+    # The topologies its slice runs on (None: every one its behaviours declare).
+    topologies: tuple[str, ...] | None = None
 
     def pytest_args(self) -> list[str]:
         args = ["--lifecycle-behaviours", ",".join(self.behaviours),
                 "--lifecycle-transports", self.transport]
+        if self.topologies:
+            args += ["--lifecycle-topologies", ",".join(self.topologies)]
         if self.fault:
             args += ["--lifecycle-fault", self.fault]
         if self.profile:
@@ -65,7 +69,15 @@ _KEYWORDS = {
     "buffered-delta-dropped": "AsyncLLM-MP1 and (delta or full_wake)",
     # The held request across a sync runs only on AsyncLLM; one engine of each API is enough.
     "weights-version-label-frozen": "(AsyncLLM-MP1 or (LLM-MP0 and not AsyncLLM)) and (spans or full_wake)",
+    # Only a keep pause or a keep sleep reaches it.
+    "dp-keep-aborts-one-rank": "keep",
 }
+
+# The topologies a case runs on, where its behaviours declare more than its fault needs: the
+# single-engine custody faults are proven on one engine (a dp2 server would cost a start and the
+# whole machine), the per-rank one on dp2 alone (with one engine the fault never fires).
+_TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
+               "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",)}
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
 # woken while paused waits forever in an all-reduce): a short request timeout turns each hang
@@ -98,12 +110,12 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
             expect_fail=fault.breaks,
             keyword=f"{variant} and ({keyword})" if keyword else variant,
             summary=fault.summary, transport=fault.transport, symptoms=dict(fault.symptoms),
-            extra_args=_EXTRA_ARGS.get(fault.name, ()),
+            extra_args=_EXTRA_ARGS.get(fault.name, ()), topologies=_TOPOLOGIES.get(fault.name),
         ))
     preview = FAULTS["layered"]
     out.append(Case(
         name="preview-layered", fault=preview.name, behaviours=preview.guards, expect_fail=(),
-        profile=preview.profile, keyword=variant,
+        profile=preview.profile, keyword=variant, topologies=("single",),
         summary="the layered contract (RFC #51476 §4, PR #53082) previewed on the real engine",
     ))
     out.append(Case(
@@ -143,7 +155,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
     out.append(Case(
         name="offline-late-arrival-dropped", fault="late-arrival-dropped",
         behaviours=("custody/async-late-arrival",), expect_fail=("custody/async-late-arrival",),
-        keyword=f"{variant} and AsyncLLM-MP1", transport="offline",
+        keyword=f"{variant} and AsyncLLM-MP1", transport="offline", topologies=("single",),
         summary="through AsyncLLM: a request submitted during pause_generation is aborted, not held",
         symptoms={"custody/async-late-arrival": r"was not held while paused"},
     ))
@@ -163,7 +175,8 @@ def engines_needed(case: Case, catalog: Catalog) -> int:
     the child run reports it as outside the catalog."""
     per_topology = {t.name: t.engines for t in TOPOLOGIES}
     needed = [per_topology[t] for b in case.behaviours if b in catalog.behaviours
-              for t in catalog.behaviours[b].topologies]
+              for t in catalog.behaviours[b].topologies
+              if case.topologies is None or t in case.topologies]
     return max(needed, default=1)
 
 

@@ -25,11 +25,18 @@ def test_a_case_on_a_dp_topology_needs_a_core_per_engine():
     assert engines_needed(case("b", "flags/partial-wake", "flags/awake-baseline"), CATALOG) == 1
     # api2 is one engine behind two API servers: one core is enough
     assert engines_needed(case("c", "topology/admission-every-frontend"), CATALOG) == 1
+    # A behaviour on one engine and on dp2: the case's own topologies decide.
+    assert engines_needed(case("d", "custody/late-arrival"), CATALOG) == 2
+    single = Case("e", None, ("custody/late-arrival",), (), topologies=("single",))
+    assert engines_needed(single, CATALOG) == 1
+    assert single.pytest_args()[:6] == ["--lifecycle-behaviours", "custody/late-arrival",
+                                        "--lifecycle-transports", "http",
+                                        "--lifecycle-topologies", "single"]
 
 
 def test_dp_cases_run_alone_first_and_the_rest_side_by_side_in_order():
     listed = [case("s1", "flags/partial-wake"), case("dp", "topology/every-rank-follows"),
-              case("s2", "custody/late-arrival")]
+              Case("s2", None, ("custody/late-arrival",), (), topologies=("single",))]
     plan = schedule(listed, CATALOG, 2)
     assert [c.name for c in plan.alone] == ["dp"]
     assert [c.name for c in plan.side_by_side] == ["s1", "s2"] and plan.lanes == 2
@@ -44,7 +51,10 @@ def test_every_real_case_is_placed_once():
     plan = schedule(real, CATALOG, 2)
     assert sorted(c.name for c in (*plan.alone, *plan.side_by_side)) == sorted(c.name for c in real)
     assert {c.name for c in plan.alone} >= {"dp-pause-completes-before-consensus",
-                                             "weights-sync-first-engine-only"}
+                                             "weights-sync-first-engine-only", "dp-keep-aborts-one-rank"}
+    # The single-engine custody faults stay on one core although their behaviours run on dp2 too.
+    assert {c.name for c in plan.side_by_side} >= {"keep-aborts", "wait-skips-drain",
+                                                   "late-arrival-dropped", "preview-layered"}
 
 
 def test_lanes_run_alone_cases_on_every_core_then_the_rest_one_core_each():

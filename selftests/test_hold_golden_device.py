@@ -116,7 +116,7 @@ class FakeEngine:
     def hold_window(self, tokens: int | None) -> float:
         return hold_window(tokens, self.rate)  # no short request measured: the fixed floor
 
-    def running_requests(self) -> float:
+    def running_requests(self, rank: int | None = None) -> float:
         return self.running[0]
 
 

@@ -271,6 +271,37 @@ def test_ran_while_held_is_never_excused_while_paused_or_awake_memory():
     assert model.judge_ran_while_held(paused, [], lambda b: True) == ([], None, paused)
 
 
+def _held_on_two_engines(mode: str = "keep") -> State:
+    """dp2: /pause?mode=M, then request 1 pinned to engine 0 and request 2 to engine 1."""
+    return final(run(State(), lambda s: model.pause(s, mode), lambda s: model.arrive(s, 1, 0),
+                     lambda s: model.arrive(s, 2, 1)))
+
+
+def test_on_data_parallel_engines_each_engine_holds_its_own_requests():
+    state = _held_on_two_engines()
+    assert state.held == (1, 2) and state.held_on(0) == (1,) and state.held_on(1) == (2,)
+    assert state.observation().load == 2
+    released = model.resume(state)
+    assert released.completes == (1, 2) and released.state.held == ()
+    assert [released.state.request(n) for n in released.completes] == ["request 1 on engine 0",
+                                                                        "request 2 on engine 1"]
+    assert model.arrive(State(), 3).state.request(3) == "request 3"  # not pinned: one engine
+
+
+def test_a_history_in_which_one_engine_aborts_its_held_request_is_a_discrepancy_naming_it():
+    """/pause?mode=keep holds both engines' requests; engine 1 ends its own with 'abort' (as if
+    it took the keep for an abort), engine 0 keeps holding: the model holds both."""
+    state = _held_on_two_engines()
+    cut = _ended(2, _gen(finish_reasons={0: "abort"}, completion_tokens=0))
+    problems, finding, after = model.judge_ran_while_held(state, [cut], lambda b: True)
+    assert finding is None and after.held == (1, 2)
+    assert problems == [f"request 2 on engine 1 answered while the model holds it: {cut.summary}"]
+    # Engine 1 running its held request to its end while paused is no finding either.
+    ran = _ended(2, _gen(finish_reasons={0: "length"}, completion_tokens=8))
+    problems, finding, _ = model.judge_ran_while_held(state, [ran], lambda b: True)
+    assert finding is None and problems[0].startswith("request 2 on engine 1 answered")
+
+
 # -- weight syncs in the model: where they may happen, what they change -----------------------
 def test_a_sync_is_documented_while_paused_with_the_weights_resident():
     assert not State().can_sync

@@ -157,12 +157,13 @@ def external_results(**extra):
         if behaviour.status_for("0.32") != "required":
             continue
         for transport in behaviour.transports:
-            reachable = (transport == "http" and bid not in certify.OWN_SERVER_BEHAVIOURS
-                         and behaviour.topologies == ("single",))
-            records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}-{transport}]",
-                            "behaviour": bid, "variant": "MRV1-eager", "transport": transport,
-                            "outcome": "pass" if reachable else "skip",
-                            "message": "" if reachable else "not applicable to an external target"})
+            for topology in behaviour.topologies:
+                reachable = (transport == "http" and bid not in certify.OWN_SERVER_BEHAVIOURS
+                             and topology == "single")
+                records.append({"nodeid": f"conformance/x.py::t[MRV1-eager-{bid}-{topology}-{transport}]",
+                                "behaviour": bid, "variant": "MRV1-eager", "transport": transport,
+                                "topology": topology, "outcome": "pass" if reachable else "skip",
+                                "message": "" if reachable else "not applicable to an external target"})
     base = results_for(target_url=URL, certification_scope="server", variants=["MRV1-eager"],
                        thresholds={"file_sha256": thresholds.file_digest(), "overrides": {}},
                        selection={"behaviours": [], "layer": None, "transports": ["http", "offline"]})
@@ -185,6 +186,13 @@ def test_the_server_scope_judges_http_behaviours_a_url_can_reach():
     assert "MRV1-eager: required security/dev-endpoints-gated (http) did not pass (skip)" in problems
     # a topology server is one the suite launches: full only
     assert "MRV1-eager: required topology/every-rank-follows (http) did not pass (skip)" in problems
+    # a behaviour on one engine and on dp2: its dp2 instances are judged in the full scope only
+    assert "MRV1-eager: required custody/late-arrival (http) did not pass (skip)" in problems
+    single_failed = external_results()
+    next(r for r in single_failed["results"] if r["behaviour"] == "custody/late-arrival"
+         and r["topology"] == "single")["outcome"] = "fail"
+    assert certify.run_problems(single_failed, CATALOG) == [
+        "MRV1-eager: required custody/late-arrival (http) did not pass (fail)"]
     assert certify.run_problems(external_results(certification_scope="most"), CATALOG)[0].startswith(
         "unknown certification scope 'most'")
 

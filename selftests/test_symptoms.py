@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from fixtures.judging import delivery, judges
+from fixtures.judging import custody, delivery, judges
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
 from fixtures.judging.assertions import HoldSample, hold_problems
@@ -93,6 +93,17 @@ RAN_SAMPLES = [HoldSample(0.0, False, 0, 1.0), HoldSample(0.4, False, 3, 1.0), H
 ANSWERED_SAMPLE = [HoldSample(0.2, True, 0, 0.0)]
 REF = list(range(16))
 
+def on_engines(call: str, *reasons: str) -> str:
+    """fixtures/judging/custody.py keep_fates_problems: one request per data-parallel engine, each
+    ending with its reason ('abort' cut at 3 tokens), judged as a kept request (the test's
+    prefix: the call)."""
+    problems: list[str] = []
+    for rank, reason in enumerate(reasons):
+        seen = gen(reason, 3 if reason == "abort" else 8, chunks=3 if reason == "abort" else 8)
+        problems += custody.Flight(seen, 8, None, rank).says(judges.completion_problems(seen, 8))
+    return f"{call}: " + "; ".join(problems)
+
+
 # (fault, behaviour) -> every message that fault's effect can make the behaviour's test fail with.
 FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("partial-wake-resumes", "flags/partial-wake"): [
@@ -110,6 +121,11 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         "/pause?mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("keep-aborts", "custody/sleep-in-flight"): [
         "/sleep?level=1&mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
+    ("dp-keep-aborts-one-rank", "custody/pause-in-flight"): [
+        on_engines("/pause?mode=keep", "length", "abort"),
+        on_engines("/pause?mode=keep", "length", "abort", "abort")],
+    ("dp-keep-aborts-one-rank", "custody/sleep-in-flight"): [
+        on_engines("/sleep?level=1&mode=keep", "length", "abort")],
     ("wait-skips-drain", "custody/sleep-in-flight"): [
         "/sleep?level=1&mode=wait: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("wait-skips-drain", "custody/drain-before-offload"): [
@@ -210,6 +226,15 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
+    # Every engine cut (keep-aborts on each rank), or only the first: not one rank off the others.
+    "custody/pause-in-flight": [
+        on_engines("/pause?mode=keep", "abort", "abort"),
+        on_engines("/pause?mode=keep", "abort", "length"),
+        "/pause?mode=keep: engine 1: " + "; ".join(judges.freeze_problems(3, 5, 8)),
+        "/pause?mode=abort: engine 1: " + "; ".join(judges.abort_problems(gen("length", 8), 8))],
+    "custody/sleep-in-flight": [
+        on_engines("/sleep?level=1&mode=keep", "abort", "abort"),
+        "/sleep?level=1&mode=wait: engine 1: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     "mechanism/host-rss-stable": [
         "cycle 3, the request after the wake: " + "; ".join(judges.completion_problems(gen("abort", 2), 16)),
         reply_is("200 {'status': 'sleeping', 'level': 1}",
@@ -283,6 +308,8 @@ OTHER_MESSAGES: dict[str, list[str]] = {
 # The symptoms that once matched every message of their behaviour, and the one each fault's
 # tightened wording now has to tell apart from the rest.
 CROSS_CHECKED = {
+    ("dp-keep-aborts-one-rank", "custody/pause-in-flight"),
+    ("dp-keep-aborts-one-rank", "custody/sleep-in-flight"),
     ("rss-leak-per-cycle", "mechanism/host-rss-stable"),
     ("rss-leak-per-cycle", "mechanism/device-memory-stable"),
     ("wake-perturbs-weights", "mechanism/logprob-drift"),

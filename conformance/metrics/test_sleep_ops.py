@@ -1,4 +1,6 @@
-"""The sleep-mode operation metrics count every accepted /sleep and /wake_up, and no refused one."""
+"""The sleep-mode operation metrics count every /sleep, /wake_up and /release_kv_cache_memory
+the route runs (a release the engine refuses too), and nothing for a /sleep refused by
+validation or a state query; no operation is left in flight and no total counter is exported."""
 
 from __future__ import annotations
 
@@ -7,7 +9,10 @@ import pytest
 from fixtures.judging.assertions import reply_is
 from fixtures.observing import metrics
 
-OPERATIONS = ("sleep", "wake")
+OPERATIONS = ("sleep", "wake", "release_kv_cache_memory")
+NOTHING = {op: 0.0 for op in OPERATIONS}
+# The duration histogram's _count is the count; a separate total counter is not part of the API.
+NO_TOTAL = "sleep_mode_operations_total"
 
 
 def count_problems(before: str, after: str, expected: dict[str, float], context: str) -> list[str]:
@@ -23,6 +28,9 @@ def count_problems(before: str, after: str, expected: dict[str, float], context:
     if not all(settled.values()):
         problems.append(f"{context}: expected no operation in flight after the calls answered; "
                         f"observed {in_flight}")
+    totals = sorted({s.name for s in metrics.samples(after) if NO_TOTAL in s.name})
+    if totals:
+        problems.append(f"{context}: /metrics exports {totals}, expected no {NO_TOTAL} series")
     return problems
 
 
@@ -35,13 +43,22 @@ def test_sleep_and_wake_are_counted(engine, refused):
     reply = engine.control.sleep(**{name: value})
     assert reply.status == 400, (
         f"expected /sleep?{refused} to be refused with 400; observed {reply.describe()}")
+    engine.control.is_sleeping()
     after_refused = engine.control.metrics_text()
-    problems = count_problems(before, after_refused, {"sleep": 0.0, "wake": 0.0},
-                              f"after the refused /sleep?{refused}")
+    problems = count_problems(before, after_refused, NOTHING,
+                              f"after the refused /sleep?{refused} and GET /is_sleeping")
 
     reply_is(engine.control.sleep(1), 200, {"status": "sleeping", "level": 1})
     reply_is(engine.control.wake_up(["weights"]), 200, {"status": "sleeping"})
     reply_is(engine.control.wake_up(["kv_cache"]), 200, {"status": "awake"})
-    problems += count_problems(after_refused, engine.control.metrics_text(), {"sleep": 1.0, "wake": 2.0},
+    after_cycle = engine.control.metrics_text()
+    problems += count_problems(after_refused, after_cycle, {**NOTHING, "sleep": 1.0, "wake": 2.0},
                                "after one /sleep and two /wake_up")
+
+    # Without a completed pause the engine refuses the release; the route still ran and is counted.
+    release = engine.control.release_kv_cache_memory()
+    assert release.status != 200, f"a release with no completed pause was accepted: {release.describe()}"
+    problems += count_problems(after_cycle, engine.control.metrics_text(),
+                               {**NOTHING, "release_kv_cache_memory": 1.0},
+                               "after a /release_kv_cache_memory the engine refused")
     assert not problems, "; ".join(problems)

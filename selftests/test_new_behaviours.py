@@ -139,6 +139,13 @@ def test_refused_sleep_records_nothing_and_accepted_calls_one_each():
     totals = ops.count_problems(exposition(1, 3), exposition(1, 3, total=True), none, "totals")
     assert totals == ["totals: /metrics exports ['vllm:sleep_mode_operations_total'], "
                       "expected no sleep_mode_operations_total series"]
+    route = ("/sleep", "POST", "4xx")
+    requests = 'http_requests_total{handler="/sleep",method="POST",status="4xx"} 1.0\n'
+    with_requests = exposition(1, 3) + "# TYPE http_requests counter\n" + requests
+    assert ops.count_problems(exposition(1, 3), with_requests, none, "http", {route: 1.0}) == []
+    assert ops.count_problems(exposition(1, 3), exposition(1, 3), none, "http", {route: 1.0}) == [
+        "http: expected http_requests_total deltas (handler, method, status) "
+        "{('/sleep', 'POST', '4xx'): 1.0}; observed {('/sleep', 'POST', '4xx'): 0.0}"]
 
 
 # -- whole tests against a scripted engine ------------------------------------------------------

@@ -102,33 +102,50 @@ def test_aborted_held_request_must_not_run_after_resume():
 
 # -- metrics/sleep-ops-counted ----------------------------------------------------------------
 
-def exposition(sleep: int | None, wake: int, in_flight: float = 0.0) -> str:
+def exposition(sleep: int | None, wake: int, in_flight: float = 0.0, release: int | None = None,
+               total: bool = False) -> str:
     name = "vllm:sleep_mode_operation_duration_seconds"
     lines = [f"# TYPE {name} histogram", "# TYPE vllm:sleep_mode_operations_in_flight gauge"]
-    for op, count in (("sleep", sleep), ("wake", wake)):
+    for op, count in (("sleep", sleep), ("wake", wake), ("release_kv_cache_memory", release)):
         if count is None:
             continue
         lines += [f'{name}_bucket{{operation="{op}",le="+Inf"}} {count}',
                   f'{name}_count{{operation="{op}"}} {count}', f'{name}_sum{{operation="{op}"}} 0.1',
                   f'vllm:sleep_mode_operations_in_flight{{operation="{op}"}} {in_flight}']
+    if total:
+        lines += ["# TYPE vllm:sleep_mode_operations counter", "vllm:sleep_mode_operations_total 3"]
     return "\n".join(lines) + "\n"
 
 
 def test_refused_sleep_records_nothing_and_accepted_calls_one_each():
     ops = load("metrics/test_sleep_ops.py")
-    none = {"sleep": 0.0, "wake": 0.0}
+    none = ops.NOTHING
     # A server that has never slept has no sleep series: nothing counted, nothing in flight.
     assert ops.count_problems(exposition(None, 1), exposition(None, 1), none, "refused") == []
     counted = ops.count_problems(exposition(None, 1), exposition(1, 1), none,
                                  "after the refused /sleep?level=3")
     assert counted and counted[0].startswith(
-        "after the refused /sleep?level=3: expected observation deltas {'sleep': 0.0, 'wake': 0.0}; "
-        "observed {'sleep': 1.0, 'wake': 0.0}")
-    cycle = {"sleep": 1.0, "wake": 2.0}
+        "after the refused /sleep?level=3: expected observation deltas {'sleep': 0.0, 'wake': 0.0, "
+        "'release_kv_cache_memory': 0.0}; observed {'sleep': 1.0, 'wake': 0.0, "
+        "'release_kv_cache_memory': 0.0}")
+    cycle = {**none, "sleep": 1.0, "wake": 2.0}
     assert ops.count_problems(exposition(None, 1), exposition(1, 3), cycle, "cycle") == []
     assert ops.count_problems(exposition(1, 1), exposition(2, 2), cycle, "cycle")  # a wake not counted
     stuck = ops.count_problems(exposition(1, 1), exposition(2, 3, in_flight=1.0), cycle, "cycle")
     assert stuck and stuck[0].startswith("cycle: expected no operation in flight after the calls answered")
+    released = {**none, "release_kv_cache_memory": 1.0}
+    assert ops.count_problems(exposition(1, 3), exposition(1, 3, release=1), released, "release") == []
+    assert ops.count_problems(exposition(1, 3), exposition(1, 3), released, "release")  # release not counted
+    totals = ops.count_problems(exposition(1, 3), exposition(1, 3, total=True), none, "totals")
+    assert totals == ["totals: /metrics exports ['vllm:sleep_mode_operations_total'], "
+                      "expected no sleep_mode_operations_total series"]
+    route = ("/sleep", "POST", "4xx")
+    requests = 'http_requests_total{handler="/sleep",method="POST",status="4xx"} 1.0\n'
+    with_requests = exposition(1, 3) + "# TYPE http_requests counter\n" + requests
+    assert ops.count_problems(exposition(1, 3), with_requests, none, "http", {route: 1.0}) == []
+    assert ops.count_problems(exposition(1, 3), exposition(1, 3), none, "http", {route: 1.0}) == [
+        "http: expected http_requests_total deltas (handler, method, status) "
+        "{('/sleep', 'POST', '4xx'): 1.0}; observed {('/sleep', 'POST', '4xx'): 0.0}"]
 
 
 # -- whole tests against a scripted engine ------------------------------------------------------

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from conformance.metrics import test_sleep_ops as sleep_ops
 from fixtures.judging import custody, delivery, judges
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
@@ -102,6 +103,19 @@ def on_engines(call: str, *reasons: str) -> str:
         seen = gen(reason, 3 if reason == "abort" else 8, chunks=3 if reason == "abort" else 8)
         problems += custody.Flight(seen, 8, None, rank).says(judges.completion_problems(seen, 8))
     return f"{call}: " + "; ".join(problems)
+
+
+def _sleep_ops_text(sleeps: int, wakes: int, releases: int, releases_in_flight: int) -> str:
+    """A /metrics text of the sleep-mode operation series (a series never touched is absent)."""
+    lines = ["# TYPE vllm:sleep_mode_operation_duration_seconds histogram",
+             "# TYPE vllm:sleep_mode_operations_in_flight gauge"]
+    for op, count, in_flight in (("sleep", sleeps, 0), ("wake", wakes, 0),
+                                 ("release_kv_cache_memory", releases, releases_in_flight)):
+        if count:
+            lines.append(f'vllm:sleep_mode_operation_duration_seconds_count{{operation="{op}"}} {count}')
+        if count or in_flight:
+            lines.append(f'vllm:sleep_mode_operations_in_flight{{operation="{op}"}} {in_flight}')
+    return "\n".join(lines) + "\n"
 
 
 # (fault, behaviour) -> every message that fault's effect can make the behaviour's test fail with.
@@ -221,6 +235,12 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("weights-version-label-frozen", "weights/version-spans"): [
         "; ".join(wj.span_problems([["default", 0, 600]], 600, ["default", "spans-B"], "held")),
         "; ".join(wj.span_problems([["default", 0, 16]], 16, ["spans-B"], "after the sync"))],
+    # conformance/metrics/test_sleep_ops.py: the refused release neither observed nor released.
+    ("sleep-op-recorder-skips-failures", "metrics/sleep-ops-counted"): [
+        "; ".join(sleep_ops.count_problems(
+            _sleep_ops_text(1, 1, 0, 0), _sleep_ops_text(1, 1, 0, 1),
+            {**sleep_ops.NOTHING, "release_kv_cache_memory": 1.0},
+            "after a /release_kv_cache_memory the engine refused"))],
 }
 
 # Per behaviour, failures its test can report that are NOT those faults' effects: another

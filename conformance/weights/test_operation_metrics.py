@@ -1,5 +1,5 @@
 """Weight-operation metrics: one duration observation per accepted operation, none for a body
-refused by validation, and no operation left in flight."""
+refused by validation (missing, mistyped or not an object), and no operation left in flight."""
 
 import pytest
 
@@ -9,6 +9,13 @@ from fixtures.observing import metrics
 
 DURATION = "vllm:rl_weight_update_operation_duration_seconds_count"
 IN_FLIGHT = "vllm:rl_weight_update_operations_in_flight"
+JSON = {"Content-Type": "application/json"}
+# Bodies validation must refuse before the engine (JSON texts, so `null` goes out as such).
+REFUSED = {
+    "/init_weight_transfer_engine": ("{}", '{"init_info": []}', '{"init_info": 1}', "[]", "1", '"x"', "null"),
+    "/update_weights": ("{}", '{"update_info": 1}', '{"update_info": [1, 2]}', '{"update_info": "x"}',
+                        "[]", "1", '"x"', "null"),
+}
 
 
 def counts(engine) -> dict[str, float]:
@@ -22,9 +29,14 @@ def test_operation_metrics(goldens, checkpoints, engine, weights):
     before = counts(engine)
     already = len(weights.calls)
     weights.push(checkpoints["A"], "metrics-A")
-    # A body refused by validation (no update_info) never reaches an operation.
-    invalid = engine.control.call("POST", "/update_weights", json={})
-    assert 400 <= invalid.status < 500, f"/update_weights without update_info: {invalid.describe()}"
+    # A body refused by validation never reaches an operation.
+    not_refused = []
+    for route, bodies in REFUSED.items():
+        for body in bodies:
+            reply = engine.control.call("POST", route, data=body, headers=JSON)
+            if not 400 <= reply.status < 500:
+                not_refused.append(f"{route} {body}: {reply.describe()}")
+    assert not not_refused, "bodies validation must refuse with a 4xx were not: " + "; ".join(not_refused)
     reply_is(engine.control.resume(), 200, {"status": "resumed"})
     after = counts(engine)
     routes = {"/init_weight_transfer_engine": "init", "/start_weight_update": "start",

@@ -1,6 +1,6 @@
 """A sync lands through the Python API: LLM / AsyncLLM start_weight_update, update_weights,
 finish_weight_update push checkpoint B (B's golden output, its version reported), and A back
-restores A's."""
+restores A's; the version moves only at finish or by update_weight_version."""
 
 import pytest
 
@@ -26,6 +26,15 @@ def test_sync_lands_offline(goldens, checkpoints, offline, offline_weights):
         assert offline.call("resume_generation").raised is None, "resume_generation raised"
     problems = serves_problems(output(offline, "after-b"), "B", goldens, "after the sync of B")
     problems += version_problems({"get_weight_version()": w.version()}, "offline-B", "after the sync of B")
-    w.push(checkpoints["A"], "offline-A")
+    uncommitted: list[str] = []
+    w.push(checkpoints["A"], "offline-A", before_finish=lambda: uncommitted.append(w.version()))
     problems += serves_problems(output(offline, "after-a"), "A", goldens, "after the sync of A back")
+    # Start and the chunks commit nothing: the version moves at finish, or by update_weight_version.
+    problems += version_problems({"get_weight_version() before finish": uncommitted[0]}, "offline-B",
+                                 "every chunk of A loaded, finish not yet called")
+    problems += version_problems({"get_weight_version()": w.version()}, "offline-A",
+                                 "after the sync of A back")
+    w.set_version("offline-set")
+    problems += version_problems({"get_weight_version()": w.version()}, "offline-set",
+                                 "after update_weight_version('offline-set')")
     assert not problems, "; ".join(problems)

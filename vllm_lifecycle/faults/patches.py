@@ -413,3 +413,19 @@ def attach_first_version(original: Fn) -> Fn:
         for eco in outputs.values():
             eco.weight_version = "default"
     return _attach_weight_version
+
+
+def record_skips_failures(original: Fn) -> Fn:
+    import contextlib
+    import time
+
+    @contextlib.contextmanager
+    @functools.wraps(original)
+    def record(self: Any, operation: str) -> Any:
+        active = self.in_flight.labels(operation)
+        started = time.perf_counter()
+        active.inc()
+        yield  # the bug: no try/finally, so a call that raises is never observed nor released
+        active.dec()
+        self.duration.labels(operation).observe(time.perf_counter() - started)
+    return record

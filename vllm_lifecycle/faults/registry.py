@@ -73,6 +73,8 @@ _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", 
 _ATTACH_VERSION = ("vllm.v1.engine.core:EngineCore._attach_weight_version", "561657af90b118b6")
 _TRANSFER_UPDATE = ("vllm.distributed.weight_transfer.base:WeightTransferEngine.update_weights",
                     "5b33ce5d5cd334e4")
+_SLEEP_OP_RECORD = ("vllm.entrypoints.serve.dev.sleep.metrics:SleepModeOperationMetrics.record",
+                    "f96f2615d0a003e0")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -153,6 +155,10 @@ RAN_ON_AFTER_ABORT = r"ran on after the abort, under other weights"
 # Tokens sampled after the sync labelled only with the engine's first version
 # (conformance/weights/test_version_spans_offline.py commits "spans-B").
 SPANS_KEEP_FIRST_LABEL = r"the spans are labelled \['default'\], expected \[('[^']*', )?'spans-B'\]"
+# A release the engine refused went unobserved (conformance/metrics/test_sleep_ops.py).
+REFUSED_RELEASE_UNCOUNTED = (r"after a /release_kv_cache_memory the engine refused: expected observation "
+                             r"deltas \{[^}]*'release_kv_cache_memory': 1\.0\}; observed "
+                             r"\{[^}]*'release_kv_cache_memory': 0\.0\}")
 # Part of a layer loaded: neither checkpoint's output.
 WEIGHTS_MIXED = r"serves neither checkpoint's output"
 # An engine still stepping after /pause answered: its cores (or devices) busy over the window,
@@ -437,6 +443,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("weights/aborted-request-old-version",),
         patches=(_patch(_PROC_PAUSE, "pause_abort_keeps"),),
         symptoms=(("weights/aborted-request-old-version", RAN_ON_AFTER_ABORT),),
+    ),
+    Fault(
+        "sleep-op-recorder-skips-failures", "fault",
+        "the sleep-mode operation recorder observes only calls that return: a sleep, wake or "
+        "release the engine refuses is never counted and stays in flight",
+        "vLLM 0.32 entrypoints/serve/dev/sleep/metrics.py record; upstream tests/entrypoints/rl/"
+        "state_transitions/test_sleep.py::test_release_kv_cache_memory_route (a refused release counted)",
+        breaks=("metrics/sleep-ops-counted",),
+        patches=(_patch(_SLEEP_OP_RECORD, "record_skips_failures"),),
+        symptoms=(("metrics/sleep-ops-counted", REFUSED_RELEASE_UNCOUNTED),),
     ),
 )}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 
@@ -94,3 +95,36 @@ def test_the_plugin_is_declared_as_a_vllm_general_plugin():
         pyproject = handle.read()
     assert '[project.entry-points."vllm.general_plugins"]' in pyproject
     assert 'lifecycle_faults = "vllm_lifecycle.faults.plugin:register"' in pyproject
+
+
+def test_register_arms_each_fault_a_comma_separated_list_names(fake_vllm, monkeypatch, capsys):
+    class Metrics:
+        def record(self, operation):
+            return operation
+
+    Metrics.__module__ = fake_vllm.__name__
+    fake_vllm.Metrics = Metrics
+    wake = fake_vllm.Engine.__dict__["wake_up"]
+    monkeypatch.setattr(fake_vllm.Engine, "wake_up", wake)
+    one = _fault(plugin.source_digest(wake))
+    two = Fault("u", "fault", "test", "none", breaks=("weights/operation-metrics",),
+                patches=(Patch("fake_vllm_engine:Metrics.record",
+                               plugin.source_digest(Metrics.__dict__["record"]),
+                               "record_counts_updates_twice"),))
+    monkeypatch.setitem(FAULTS, "t", one)
+    monkeypatch.setitem(FAULTS, "u", two)
+    monkeypatch.setenv(ENV_VAR, "t, u")
+    plugin.register()
+    assert fake_vllm.Engine.wake_up.__lifecycle_fault__ == "t"
+    assert fake_vllm.Metrics.record.__lifecycle_fault__ == "u"
+    assert capsys.readouterr().err.count("vllm-lifecycle-faults: armed fault") == 2
+
+
+def test_two_faults_on_one_function_are_refused_before_anything_is_patched(fake_vllm, monkeypatch):
+    wake = fake_vllm.Engine.__dict__["wake_up"]
+    monkeypatch.setitem(FAULTS, "t", _fault(plugin.source_digest(wake)))
+    monkeypatch.setitem(FAULTS, "t2", replace(FAULTS["t"], name="t2"))
+    monkeypatch.setenv(ENV_VAR, "t,t2")
+    with pytest.raises(ValueError, match=r"faults 't' and 't2' both patch fake_vllm_engine:Engine\.wake_up"):
+        plugin.register()
+    assert fake_vllm.Engine.__dict__["wake_up"] is wake

@@ -3,7 +3,9 @@ sync of checkpoint B and resumed, ends with tokens explained by one weight versi
 of the pause: its first tokens are checkpoint A's greedy run, and everything after is B's
 greedy continuation of the prompt and those tokens, recomputed (pause clears the cache and
 preempts running requests, so no KV cache computed under A is reused under B). This is
-upstream's own check (examples/rl/rlhf_async_new_apis.py), against a stale-KV mix."""
+upstream's own check (examples/rl/rlhf_async_new_apis.py), against a stale-KV mix. A request
+held short of its end that then ran on with only A's tokens fails too; only one that had all its
+tokens when the pause settled says nothing (a harness error)."""
 
 import time
 

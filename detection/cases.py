@@ -77,7 +77,15 @@ _KEYWORDS = {
 # single-engine custody faults are proven on one engine (a dp2 server would cost a start and the
 # whole machine), the per-rank one on dp2 alone (with one engine the fault never fires).
 _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
-               "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",)}
+               "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",),
+               "weights-version-cached-per-frontend": ("api2",)}
+
+# Faults armed together in one case (one server start instead of one each): each patches its
+# own function and breaks its own behaviour, judged by its own symptom.
+_TOGETHER = {
+    "weights-bookkeeping": ("weights-finish-without-session", "weights-checker-blind",
+                            "weights-update-counted-twice", "weights-held-span-keeps-label"),
+}
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
 # woken while paused waits forever in an all-reduce): a short request timeout turns each hang
@@ -100,8 +108,9 @@ LAYERED_DISCREPANCY = (r"expected a 4xx naming 'pause'; observed POST /sleep\S* 
 def cases(variant: str = "MRV1-eager") -> list[Case]:
     """One case per fault, the layered preview, and stock vLLM judged by the layered profile."""
     out = []
+    together = {name for names in _TOGETHER.values() for name in names}
     for fault in FAULTS.values():
-        if fault.kind != "fault":
+        if fault.kind != "fault" or fault.name in together:
             continue
         keyword = _KEYWORDS.get(fault.name)
         out.append(Case(
@@ -112,6 +121,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
             summary=fault.summary, transport=fault.transport, symptoms=dict(fault.symptoms),
             extra_args=_EXTRA_ARGS.get(fault.name, ()), topologies=_TOPOLOGIES.get(fault.name),
         ))
+    out += [_together(name, names, variant) for name, names in _TOGETHER.items()]
     preview = FAULTS["layered"]
     out.append(Case(
         name="preview-layered", fault=preview.name, behaviours=preview.guards, expect_fail=(),
@@ -167,6 +177,22 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         symptoms={"custody/drain-before-offload": OFFLINE_DRAIN_CUT},
     ))
     return out
+
+
+def _together(name: str, names: tuple[str, ...], variant: str) -> Case:
+    """One case arming `names` at once: the union of their slices on one engine, each broken
+    behaviour judged by its own fault's symptom."""
+    faults = registry.get_faults(",".join(names))  # refuses two faults on one function
+    breaks = [b for f in faults for b in f.breaks]
+    if len(set(breaks)) != len(breaks) or {f.transport for f in faults} != {"http"}:
+        raise ValueError(f"{name}: faults armed together must break distinct behaviours over HTTP")
+    return Case(
+        name=name, fault=",".join(names),
+        behaviours=tuple(dict.fromkeys(breaks + [g for f in faults for g in f.guards])),
+        expect_fail=tuple(breaks), keyword=variant, topologies=("single",),
+        summary="; ".join(f.summary for f in faults),
+        symptoms={b: s for f in faults for b, s in f.symptoms},
+    )
 
 
 def engines_needed(case: Case, catalog: Catalog) -> int:

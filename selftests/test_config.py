@@ -67,6 +67,8 @@ def test_fault_selection_and_soak_options():
                    "--lifecycle-behaviours": "custody/, flags/awake-baseline",
                    "--lifecycle-layer": "contract", "--lifecycle-repeat": "3"})
     assert config.fault == "keep-aborts" and config.repeat == 3 and config.layer == "contract"
+    assert make({"--lifecycle-fault": "weights-checker-blind,weights-update-counted-twice"}).fault == (
+        "weights-checker-blind,weights-update-counted-twice")
     assert config.behaviours == ("custody/", "flags/awake-baseline")
     assert make().fault is None and make().repeat == 1
     assert config.topology_repeat == 3  # follows --lifecycle-repeat unless given
@@ -80,6 +82,10 @@ def test_fault_selection_and_soak_options():
     ("options", "message"),
     [
         ({"--lifecycle-fault": "typo"}, "--lifecycle-fault: unknown fault 'typo'"),
+        ({"--lifecycle-fault": "keep-aborts,typo"}, "--lifecycle-fault: unknown fault 'typo'"),
+        ({"--lifecycle-fault": "keep-aborts,weights-keep-pause-stale-kv"},
+         "--lifecycle-fault: faults 'keep-aborts' and 'weights-keep-pause-stale-kv' both patch "
+         "vllm.v1.engine.core:EngineCoreProc.pause_scheduler"),
         ({"--lifecycle-layer": "both"}, "--lifecycle-layer: 'both' is not one of contract, mechanism"),
         ({"--lifecycle-repeat": "0"}, "--lifecycle-repeat: must be positive"),
         ({"--lifecycle-topology-repeat": "two"}, "--lifecycle-topology-repeat: 'two' is not a number"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 
@@ -94,3 +95,104 @@ def test_the_plugin_is_declared_as_a_vllm_general_plugin():
         pyproject = handle.read()
     assert '[project.entry-points."vllm.general_plugins"]' in pyproject
     assert 'lifecycle_faults = "vllm_lifecycle.faults.plugin:register"' in pyproject
+
+
+def test_register_arms_each_fault_a_comma_separated_list_names(fake_vllm, monkeypatch, capsys):
+    class Metrics:
+        def record(self, operation):
+            return operation
+
+    Metrics.__module__ = fake_vllm.__name__
+    fake_vllm.Metrics = Metrics
+    wake = fake_vllm.Engine.__dict__["wake_up"]
+    monkeypatch.setattr(fake_vllm.Engine, "wake_up", wake)
+    one = _fault(plugin.source_digest(wake))
+    two = Fault("u", "fault", "test", "none", breaks=("weights/operation-metrics",),
+                patches=(Patch("fake_vllm_engine:Metrics.record",
+                               plugin.source_digest(Metrics.__dict__["record"]),
+                               "record_counts_updates_twice"),))
+    monkeypatch.setitem(FAULTS, "t", one)
+    monkeypatch.setitem(FAULTS, "u", two)
+    monkeypatch.setenv(ENV_VAR, "t, u")
+    plugin.register()
+    assert fake_vllm.Engine.wake_up.__lifecycle_fault__ == "t"
+    assert fake_vllm.Metrics.record.__lifecycle_fault__ == "u"
+    assert capsys.readouterr().err.count("vllm-lifecycle-faults: armed fault") == 2
+
+
+def test_two_faults_on_one_function_are_refused_before_anything_is_patched(fake_vllm, monkeypatch):
+    wake = fake_vllm.Engine.__dict__["wake_up"]
+    monkeypatch.setitem(FAULTS, "t", _fault(plugin.source_digest(wake)))
+    monkeypatch.setitem(FAULTS, "t2", replace(FAULTS["t"], name="t2"))
+    monkeypatch.setenv(ENV_VAR, "t,t2")
+    with pytest.raises(ValueError, match=r"faults 't' and 't2' both patch fake_vllm_engine:Engine\.wake_up"):
+        plugin.register()
+    assert fake_vllm.Engine.__dict__["wake_up"] is wake
+
+
+def test_the_weight_bookkeeping_replacements_do_what_their_faults_say():
+    import asyncio
+    from contextlib import contextmanager
+
+    class Client:
+        def __init__(self, refusal: str) -> None:
+            self.refusal, self.committed, self.sums = refusal, None, [{"k": "a"}]
+
+        async def collective_rpc(self, method):
+            raise RuntimeError(self.refusal)
+
+        async def update_weight_version(self, version):
+            self.committed = version
+
+        async def compute_weight_checksums(self):
+            return self.sums
+
+        async def get_weight_version(self):
+            return self.committed
+
+    async def finish(self, weight_version=None):
+        raise AssertionError("replaced")
+
+    stray = Client("finish_weight_update called without a matching start_weight_update.")
+    asyncio.run(patches.finish_commits_without_session(finish)(stray, "v-stray"))
+    assert stray.committed == "v-stray"  # accepted and committed
+    with pytest.raises(RuntimeError, match="engine dead"):  # any other error still raises
+        asyncio.run(patches.finish_commits_without_session(finish)(Client("engine dead"), "v"))
+
+    front = Client("")
+    get = patches.weight_version_from_frontend_record(Client.get_weight_version)
+    assert asyncio.run(get(front)) == "default"
+    asyncio.run(patches.records_committed_version(Client.update_weight_version)(front, "v2"))
+    assert asyncio.run(get(front)) == "v2" and asyncio.run(get(Client(""))) == "default"
+
+    blind = Client("")
+    checksums = patches.checksums_from_first_answer(Client.compute_weight_checksums)
+    first = asyncio.run(checksums(blind))
+    blind.sums = [{"k": "b"}]
+    assert asyncio.run(checksums(blind)) == first == [{"k": "a"}]
+
+    observed: list[str] = []
+
+    class Metrics:
+        class duration:  # noqa: N801 - the histogram's shape: .labels(op).observe(s)
+            @staticmethod
+            def labels(op):
+                return types.SimpleNamespace(observe=lambda s: observed.append(op))
+
+        @contextmanager
+        def record(self, operation):
+            yield
+            observed.append(operation)
+
+    record = patches.record_counts_updates_twice(Metrics.__dict__["record"])
+    for op in ("start", "update", "finish"):
+        with record(Metrics(), op):
+            pass
+    assert observed == ["start", "update", "update", "finish"]
+
+    state = types.SimpleNamespace(weight_version_starts=[])
+    track = patches.track_keeps_first_version(
+        lambda self, v: self.weight_version_starts.append((v, len(self.weight_version_starts))))
+    track(state, "old")
+    track(state, "new")
+    assert state.weight_version_starts == [("old", 0)]

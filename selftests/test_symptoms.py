@@ -241,6 +241,24 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
             _sleep_ops_text(1, 1, 0, 0), _sleep_ops_text(1, 1, 0, 1),
             {**sleep_ops.NOTHING, "release_kv_cache_memory": 1.0},
             "after a /release_kv_cache_memory the engine refused"))],
+    # conformance/weights/test_weight_version.py writes the acceptance itself
+    ("weights-finish-without-session", "weights/version-follows-commits"): [
+        "a finish without a session: accepted (POST /finish_weight_update -> 200 {'message': "
+        "'Weight update finished'} (0.01 s)), expected a refusal"],
+    ("weights-version-cached-per-frontend", "weights/routes-every-frontend"): wj.version_problems(
+        {"API server pid 102": "default"}, "frontends-B", "after the session"),
+    # conformance/weights/test_weight_checker.py writes the compare it got
+    ("weights-checker-blind", "weights/checker"): [
+        "after syncing checkpoint B the compare against A's checksums reports "
+        f"{ {'match': True, 'mismatches': []} }"],
+    ("weights-update-counted-twice", "weights/operation-metrics"): wj.operation_count_problems(
+        {"update": 4.0}, {"init": 1.0, "start": 1.0, "update": 12.0, "finish": 1.0},
+        {"init": 1, "start": 1, "update": 4, "finish": 1}),
+    # conformance/weights/test_version_spans.py: the held request's spans (the version before the
+    # sync is whatever an earlier test committed)
+    ("weights-held-span-keeps-label", "weights/version-spans"): wj.span_problems(
+        [["checker-A", 0, 600]], 600, ["checker-A", "spans-http-B"],
+        "a request held by a keep pause across the sync (212 tokens at the pause)"),
 }
 
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
@@ -316,6 +334,12 @@ OTHER_MESSAGES: dict[str, list[str]] = {
                                  [1, 2, 3, 4, 5], 2, "held"),
         "the held request did not finish within 120 s of the resume",
         "pause_generation() raised RuntimeError: boom (0.01 s); expected it to return"],
+    "weights/version-follows-commits": [
+        *wj.version_problems({"/weight_info": "v-refused"}, "v-set", "after a finish without a session"),
+        "update_weight_version was not accepted"],
+    "weights/operation-metrics": [
+        *wj.operation_count_problems({}, {"update": 3.0, "finish": 0.0}, {"update": 3, "finish": 1}),
+        "vllm:rl_weight_update_operations_in_flight{operation=update} = 1 after every call returned"],
     "custody/drain-before-offload": [
         *judges.drain_gauge_problems([judges.GaugeReading(1.0, 1.1, SLEEP_GAUGE[1])], 2.0,
                                      AWAKE_GAUGE),
@@ -342,6 +366,9 @@ CROSS_CHECKED = {
     ("gauge-not-updated", "flags/partial-wake"),
     ("gauge-not-updated", "custody/drain-before-offload"),
     ("weights-version-label-frozen", "weights/version-spans"),
+    ("weights-held-span-keeps-label", "weights/version-spans"),
+    ("weights-finish-without-session", "weights/version-follows-commits"),
+    ("weights-update-counted-twice", "weights/operation-metrics"),
 }
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]

@@ -243,3 +243,61 @@ def test_the_switch_lies_between_the_pause_and_the_first_new_token() -> None:
     assert late == ["x: token 3 is labelled with the old version but is unlike the old weights' "
                     "uninterrupted run (the switch labelled at 5)"]
     assert switch_span_problems([["a", 0, 6]], tokens, before, 3, "x") == []
+
+
+def test_a_held_request_that_stayed_on_the_old_weights_fails() -> None:
+    from fixtures.judging.weight_judges import held_request_problems, held_switch_candidates
+
+    before = [1, 2, 3, 4, 5, 6]
+    # Held at 3 of 6 tokens (2 seen when the pause returned), then only A's tokens: B's own
+    # continuation from 3 or 2 is something else, so nothing after the resume ran under B.
+    assert held_switch_candidates(before, before, 2, 3) == [3, 2]
+    problems = held_request_problems(before, before, 6, 2, 3, {3: [9, 9, 9], 2: [3, 9, 9, 9]})
+    assert problems == ["the held request ran on to its end with only the old weights' tokens after "
+                        "the sync (2 tokens seen when the pause returned, 3 of 6 once it settled): "
+                        "the 3 tokens after the resume are not the new weights' continuation"]
+    # Unless B's own continuation is A's tail: then the tokens are explained.
+    assert held_request_problems(before, before, 6, 2, 3, {3: [4, 5, 6], 2: [3, 9, 9, 9]}) == []
+
+
+def test_a_request_that_ended_before_the_pause_is_not_judged() -> None:
+    import pytest
+
+    from fixtures.errors import HarnessError
+    from fixtures.judging.weight_judges import held_request_problems
+
+    with pytest.raises(HarnessError, match="had all 6 tokens when the pause settled"):
+        held_request_problems([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], 6, 4, 6, {})
+
+
+def test_the_switch_is_no_later_than_what_the_pause_held() -> None:
+    from fixtures.judging.weight_judges import held_request_problems, held_switch_candidates
+
+    before = [1, 2, 3, 4, 5, 6]
+    tokens = [1, 2, 3, 4, 9, 9]  # B's first token equals A's 4th: the switch is at the hold, 3
+    assert held_switch_candidates(tokens, before, 2, 3) == [3, 2]
+    assert held_request_problems(tokens, before, 6, 2, 3, {3: [4, 9, 9], 2: [3, 4, 8, 8]}) == []
+    # Tokens unlike A's before what the client had seen at the pause: no candidate at all.
+    assert held_switch_candidates([1, 7, 3, 4, 9, 9], before, 3, 4) == []
+    early = held_request_problems([1, 7, 3, 4, 9, 9], before, 6, 3, 4, {})
+    assert early and "token 1 is unlike the old weights' uninterrupted run, before the pause" in early[0]
+
+
+def test_a_hang_mid_session_is_a_failure_not_a_refusal() -> None:
+    import httpx
+    import openai
+
+    from fixtures.judging.weight_judges import mid_session_problems
+    from fixtures.observing.client import Generation
+
+    hung = Generation(stream=False, error=openai.APITimeoutError(request=httpx.Request("POST", "http://x")))
+    problems, got = mid_session_problems(hung, GOLDENS, "r")
+    assert got == "no answer" and len(problems) == 1 and "the engine hung on it" in problems[0]
+    stream_hung = Generation(stream=True, error=httpx.ReadTimeout("timed out"))
+    assert mid_session_problems(stream_hung, GOLDENS, "r")[0]
+    refused = Generation(stream=False, error=RuntimeError("HTTP 409: a session is open"))
+    assert mid_session_problems(refused, GOLDENS, "r") == ([], "refused: HTTP 409: a session is open")
+    assert mid_session_problems(Generation(stream=False, token_ids=[5, 6, 7, 8]), GOLDENS, "r") == (
+        [], "answered with checkpoint B's output")
+    mixed, _ = mid_session_problems(Generation(stream=False, token_ids=[5, 6, 3, 4]), GOLDENS, "r")
+    assert mixed and "neither checkpoint's golden output" in mixed[0]

@@ -1,6 +1,7 @@
 """The weight version is the last one committed: a finish that names one or
 update_weight_version; nothing else moves it (a finish without one, a refused call, reload,
-pause, sleep, wake)."""
+pause, sleep, wake). A finish with no session open must itself be refused: accepted, it would
+commit a version no weights came with, and the version would read as if that were right."""
 
 import pytest
 
@@ -24,7 +25,9 @@ def test_version_follows_commits(goldens, checkpoints, engine, weights):
     problems += reported_version_problems(weights, "after a finish with version 'v-finish'")
     assert weights.set_version("v-set").status == 200, "update_weight_version was not accepted"
     problems += reported_version_problems(weights, "after update_weight_version 'v-set'")
-    weights.finish("v-refused")  # no session is open: refused, and must not commit its version
+    stray = weights.finish("v-refused")  # no session is open: refused, and must not commit its version
+    if 200 <= stray.status < 300:
+        problems.append(f"a finish without a session: accepted ({stray.describe()}), expected a refusal")
     problems += reported_version_problems(weights, "after a finish without a session")
     reload = weights.reload_from(checkpoints["A"])
     assert reload.status == 200, f"reload_weights failed: {reload.describe()}"

@@ -405,7 +405,6 @@ def pause_keep_keeps_cache(original: Fn) -> Fn:
     return pause_scheduler
 
 
-
 def attach_first_version(original: Fn) -> Fn:
     @functools.wraps(original)
     def _attach_weight_version(self: Any, outputs: dict[int, Any]) -> None:
@@ -429,3 +428,72 @@ def record_skips_failures(original: Fn) -> Fn:
         active.dec()
         self.duration.labels(operation).observe(time.perf_counter() - started)
     return record
+
+
+# -- weight bookkeeping faults: what the API server reports of the weights ----------------------
+NO_SESSION = "without a matching start_weight_update"
+
+
+def finish_commits_without_session(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def finish_weight_update(self: Any, weight_version: str | None = None) -> None:
+        try:
+            await self.collective_rpc("finish_weight_update")
+        except Exception as exc:
+            # The bug: a finish with no session open is accepted, and commits its version.
+            if NO_SESSION not in str(exc):
+                raise
+        if weight_version is not None:
+            await self.update_weight_version(weight_version)
+    return finish_weight_update
+
+
+def weight_version_from_frontend_record(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def get_weight_version(self: Any) -> str:
+        # The bug: each API server answers from its own record of the versions it committed,
+        # never asking the engine: a commit through another API server goes unseen.
+        return str(getattr(self, "_lifecycle_weight_version", "default"))
+    return get_weight_version
+
+
+def records_committed_version(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def update_weight_version(self: Any, new_version: str) -> None:
+        await original(self, new_version)
+        self._lifecycle_weight_version = new_version
+    return update_weight_version
+
+
+def checksums_from_first_answer(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def compute_weight_checksums(self: Any) -> list[dict[str, str]]:
+        # The bug: the checker answers with the digests it computed first, blind to any sync.
+        if not hasattr(self, "_lifecycle_checksums"):
+            self._lifecycle_checksums = await original(self)
+        return list(self._lifecycle_checksums)
+    return compute_weight_checksums
+
+
+def record_counts_updates_twice(original: Fn) -> Fn:
+    from contextlib import contextmanager
+
+    @functools.wraps(original)
+    @contextmanager
+    def record(self: Any, operation: str) -> Any:
+        with original(self, operation):
+            yield
+        if operation == "update":
+            # The bug: an accepted update is observed twice in the duration histogram.
+            self.duration.labels(operation).observe(0.0)
+    return record
+
+
+def track_keeps_first_version(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def track_weight_version(self: Any, weight_version: str) -> None:
+        # The bug: the front-end keeps a request's first label, so tokens sampled after a sync
+        # while it was held are reported under the old version.
+        if not self.weight_version_starts:
+            original(self, weight_version)
+    return track_weight_version

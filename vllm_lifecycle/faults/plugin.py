@@ -1,4 +1,5 @@
-"""The vLLM general-plugin entry point: arm the fault named by VLLM_LIFECYCLE_FAULT, or nothing.
+"""The vLLM general-plugin entry point: arm the fault named by VLLM_LIFECYCLE_FAULT (or the
+several it names, comma-separated), or nothing.
 
 vLLM calls ``register`` once in each of its processes (API server, engine core, workers). An
 exception raised here stops that process's start, which is what a fault that no longer fits
@@ -14,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from vllm_lifecycle.faults.registry import ARMED_LOG_PREFIX, ENV_VAR, Fault, Patch, get_fault
+from vllm_lifecycle.faults.registry import ARMED_LOG_PREFIX, ENV_VAR, Fault, Patch, get_faults
 
 
 class FaultDoesNotFitError(RuntimeError):
@@ -67,13 +68,14 @@ def arm(fault: Fault) -> list[str]:
 
 
 def register() -> None:
-    name = os.environ.get(ENV_VAR, "").strip()
-    if not name:
+    spec = os.environ.get(ENV_VAR, "").strip()
+    if not spec:
         return
-    fault = get_fault(name)  # an unknown name raises: better no server than a silent no-op
-    targets = arm(fault)
-    print(f"{ARMED_LOG_PREFIX} {fault.kind} {fault.name!r} in pid {os.getpid()}: {', '.join(targets)}",
-          file=sys.stderr, flush=True)
+    # An unknown name, or two faults on one function, raises: better no server than a silent no-op.
+    for fault in get_faults(spec):
+        targets = arm(fault)
+        print(f"{ARMED_LOG_PREFIX} {fault.kind} {fault.name!r} in pid {os.getpid()}: {', '.join(targets)}",
+              file=sys.stderr, flush=True)
 
 
 def run_coordinator_armed(*args: Any, **kwargs: Any) -> Any:

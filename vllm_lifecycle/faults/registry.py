@@ -75,6 +75,12 @@ _TRANSFER_UPDATE = ("vllm.distributed.weight_transfer.base:WeightTransferEngine.
                     "5b33ce5d5cd334e4")
 _SLEEP_OP_RECORD = ("vllm.entrypoints.serve.dev.sleep.metrics:SleepModeOperationMetrics.record",
                     "f96f2615d0a003e0")
+_ASYNC_FINISH_UPDATE = ("vllm.v1.engine.async_llm:AsyncLLM.finish_weight_update", "fe9a576db6cfb1c9")
+_ASYNC_GET_VERSION = ("vllm.v1.engine.async_llm:AsyncLLM.get_weight_version", "cc8652faba2913bf")
+_ASYNC_SET_VERSION = ("vllm.v1.engine.async_llm:AsyncLLM.update_weight_version", "07408d495182093a")
+_ASYNC_CHECKSUMS = ("vllm.v1.engine.async_llm:AsyncLLM.compute_weight_checksums", "79ffb098c9e883db")
+_OPERATION_RECORD = ("vllm.entrypoints.rl.online.metrics:WeightOperationMetrics.record", "22dd12e310da21df")
+_TRACK_VERSION = ("vllm.v1.engine.output_processor:RequestState.track_weight_version", "7fb28c8fbfa23e41")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -172,6 +178,20 @@ KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w
 # judges name each engine).
 ONE_RANK_ABORTED = (r"^(?!.*engine 0: finish reasons \['abort'\]).*mode=keep: "
                     r".*engine [1-9]\d*: finish reasons \['abort'\], expected all 'length'")
+
+# A finish sent with no session open was accepted (conformance/weights/test_weight_version.py).
+FINISH_WITHOUT_SESSION_ACCEPTED = (r"a finish without a session: accepted "
+                                   r"\(POST /finish_weight_update -> 2\d\d\b")
+# An API server other than the one the finish went through reports the version it started with.
+FRONTEND_VERSION_STALE = (r"after the session: API server pid \d+ reports weight version 'default', "
+                          r"expected 'frontends-B'")
+# The checker still matches A's digests after B was synced.
+CHECKER_BLIND = r"after syncing checkpoint B the compare against A's checksums reports \{'match': True"
+UPDATES_COUNTED_TWICE = (r"operation 'update': the histogram counted (\d+) new observation\(s\), "
+                         r"expected \d+ \(one per accepted call\)")
+# The request held across the HTTP sync keeps only the old label (test_version_spans.py).
+HELD_SPAN_KEEPS_OLD_LABEL = (r"a request held by a keep pause across the sync \(\d+ tokens at the pause\): "
+                             r"the spans are labelled \['[^']*'\], expected \['[^']*', 'spans-http-B'\]")
 
 ABORT_LANDED_LATE = (r"the request running at /pause\?mode=abort \(answered in [\d.]+ s\).*the request "
                      r"ran to its end, not cut by abort")
@@ -454,6 +474,54 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         patches=(_patch(_SLEEP_OP_RECORD, "record_skips_failures"),),
         symptoms=(("metrics/sleep-ops-counted", REFUSED_RELEASE_UNCOUNTED),),
     ),
+    Fault(
+        "weights-finish-without-session", "fault",
+        "a finish_weight_update with no session open is accepted and commits its version",
+        "vLLM 0.32 v1/worker/gpu_worker.py finish_weight_update (refused without a matching "
+        "start); RL symptom: a trainer's stray finish relabels weights it never sent",
+        breaks=("weights/version-follows-commits",),
+        patches=(_patch(_ASYNC_FINISH_UPDATE, "finish_commits_without_session"),),
+        symptoms=(("weights/version-follows-commits", FINISH_WITHOUT_SESSION_ACCEPTED),),
+    ),
+    Fault(
+        "weights-version-cached-per-frontend", "fault",
+        "each API server answers /weight_info from its own record of the versions committed "
+        "through it: a finish through another API server goes unseen",
+        "RFC #51476 §2 (state lives in the engine, not the front-end); vLLM #51488 (per-front-end "
+        "state)",
+        breaks=("weights/routes-every-frontend",),
+        guards=(),  # with one API server its own record is every commit: nothing to guard there
+        patches=(_patch(_ASYNC_GET_VERSION, "weight_version_from_frontend_record"),
+                 _patch(_ASYNC_SET_VERSION, "records_committed_version")),
+        symptoms=(("weights/routes-every-frontend", FRONTEND_VERSION_STALE),),
+    ),
+    Fault(
+        "weights-checker-blind", "fault",
+        "/weight_checker answers every checksum with the digests it computed first: a sync of "
+        "other weights still compares as a match",
+        "vLLM 0.32 entrypoints/rl/online/api_router.py weight_checker",
+        breaks=("weights/checker",),
+        patches=(_patch(_ASYNC_CHECKSUMS, "checksums_from_first_answer"),),
+        symptoms=(("weights/checker", CHECKER_BLIND),),
+    ),
+    Fault(
+        "weights-update-counted-twice", "fault",
+        "every accepted update_weights is observed twice in the operation-duration histogram",
+        "vLLM 0.32 entrypoints/rl/online/metrics.py WeightOperationMetrics.record",
+        breaks=("weights/operation-metrics",),
+        patches=(_patch(_OPERATION_RECORD, "record_counts_updates_twice"),),
+        symptoms=(("weights/operation-metrics", UPDATES_COUNTED_TWICE),),
+    ),
+    Fault(
+        "weights-held-span-keeps-label", "fault",
+        "the front-end keeps each request's first weight-version label: a request held across a "
+        "sync reports the tokens the new weights sampled under the old version",
+        "vLLM 0.32 v1/engine/output_processor.py track_weight_version; RL symptom: rollouts "
+        "attributed to a policy version that did not sample them",
+        breaks=("weights/version-spans",),
+        patches=(_patch(_TRACK_VERSION, "track_keeps_first_version"),),
+        symptoms=(("weights/version-spans", HELD_SPAN_KEEPS_OLD_LABEL),),
+    ),
 )}
 
 
@@ -468,3 +536,17 @@ def get_fault(name: str) -> Fault:
         raise UnknownFaultError(
             f"unknown lifecycle fault {name!r}; known: {', '.join(FAULTS)}"
         ) from None
+
+
+def get_faults(spec: str) -> list[Fault]:
+    """The faults a comma-separated VLLM_LIFECYCLE_FAULT names, armed together: each unknown
+    name is refused, and so are two that patch the same function (one would undo the other)."""
+    faults = [get_fault(name.strip()) for name in spec.split(",") if name.strip()]
+    owners: dict[str, str] = {}
+    for fault in faults:
+        for patch in fault.patches:
+            other = owners.setdefault(patch.target, fault.name)
+            if other != fault.name:
+                raise ValueError(f"faults {other!r} and {fault.name!r} both patch {patch.target}: "
+                                        f"they cannot be armed together")
+    return faults

@@ -13,6 +13,7 @@ from pathlib import Path
 from fixtures.reporting import benchmark, report
 from fixtures.reporting import results as results_mod
 from fixtures.reporting.heartbeat import ROOT, Heartbeat, describe, merge, stalled_s
+from fixtures.reporting.watchdog import silence
 
 
 class FakeTime:
@@ -108,6 +109,11 @@ def test_the_workers_stall_reaches_the_merged_verdict():
     assert merged["verdict"].endswith(" | client stalled 9.0 s (heartbeat)")
 
 
+def test_the_watchdog_measures_a_stall_by_the_beats_stamps():
+    assert silence([10.1, 10.2, 14.7, 14.8], before=10.0) == 4.5
+    assert round(silence([5.0], before=1.0), 3) == 4.0 and silence([], before=None) == 0.0
+
+
 # A process whose main thread holds the GIL for seconds (a long switch interval and a busy loop:
 # a thread sleeping in C would not hold it): its own heartbeat cannot beat meanwhile, but the
 # watchdog child sees the beats stop and has faulthandler write the stacks while it lasts.
@@ -144,4 +150,6 @@ def test_a_stall_that_holds_the_gil_is_dumped_from_outside(tmp_path: Path):
     # Written while the GIL was held: the holder's stack, in the function that held it.
     assert "hold_the_gil" in (tmp_path / faults[0]).read_text()
     assert "sent no heartbeat for" in (tmp_path / watched[0]).read_text()
-    assert "the beats came back after" in (tmp_path / watched[0]).read_text()
+    # The silence measured from the beats' own stamps: the GIL held 2.5 s, whatever the dumps took.
+    came_back = (tmp_path / watched[0]).read_text().split("the longest silence between two beats was ")[1]
+    assert 2.0 <= float(came_back.split(" s")[0]) <= 10.0

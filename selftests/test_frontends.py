@@ -39,10 +39,20 @@ def owners(monkeypatch):
     return feed
 
 
-def test_a_front_end_that_loses_300_races_is_still_reached(owners):
+def test_a_front_end_that_loses_300_races_is_still_reached_on_an_extended_wait(owners):
     owners(itertools.chain([11] * 300, [22]))
-    conn = frontends.Frontend(_server(), 22, 5.0, ApiShape())._pinned()
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape())
+    conn = front._pinned()
     assert not conn.closed
+    [chance] = front.chances
+    assert chance.kind == "extended" and "accepted a connection only after 301 tries" in chance.reason
+
+
+def test_a_front_end_reached_within_a_fair_race_takes_no_second_chance(owners):
+    owners(itertools.chain([11] * (frontends.PIN_FAIR_CONNECTIONS - 1), [22]))
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape())
+    front._pinned()
+    assert front.chances == []
 
 
 def test_a_front_end_that_never_accepts_is_a_harness_error_at_the_deadline(owners, monkeypatch):

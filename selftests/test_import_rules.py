@@ -13,11 +13,12 @@ SUITE = ("fixtures", "vllm_lifecycle", "thresholds", "sweep", "detection", "conf
 
 # Room (a folder, or one module) -> the suite rooms its modules may import besides their own.
 # The most specific room that holds a module is its room.
-BASE = ("fixtures.errors", "fixtures.axes", "fixtures.spec")
+BASE = ("fixtures.errors", "fixtures.second_chances", "fixtures.axes", "fixtures.spec")
 RULES: dict[str, tuple[str, ...]] = {
     # Runs in the target's interpreter, beside vLLM: nothing of the suite.
     "fixtures.in_target": (),
     "fixtures.errors": (),
+    "fixtures.second_chances": (),
     "fixtures.axes": ("fixtures.errors",),
     "fixtures.spec": ("fixtures.errors", "fixtures.axes", "thresholds"),
     "fixtures.reporting": (*BASE,),

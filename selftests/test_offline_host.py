@@ -128,9 +128,11 @@ def test_a_request_seen_only_finished_is_retried_longer():
     for starved in serve(StarvedHost(runs_from=1200)):
         size, expected = starved.start_in_flight("delta", "awake", queued=True)
         assert size == 1200 and expected == [1, 2]
-        assert starved.notes == [
-            "in-flight request of 300 tokens finished before it was seen running; retried with 600",
-            "in-flight request of 600 tokens finished before it was seen running; retried with 1200"]
+        assert [(c.kind, c.reason) for c in starved.chances] == [
+            ("retried", "in-flight request of 300 tokens finished before it was seen running; "
+                        "retried with 600"),
+            ("retried", "in-flight request of 600 tokens finished before it was seen running; "
+                        "retried with 1200")]
         # The finished outputs of the earlier attempts were forgotten with them.
         assert starved.deliveries()["in-flight"].outputs == []
 
@@ -140,7 +142,7 @@ def test_a_request_never_seen_running_is_a_harness_error_after_the_last_attempt(
         last = 300 * 2 ** (IN_FLIGHT_TRIES - 1)
         with pytest.raises(NotInFlightError, match=rf"in-flight was not in flight \(0/{last} tokens\)"):
             starved.start_in_flight("delta", "awake")
-        assert len(starved.notes) == IN_FLIGHT_TRIES - 1
+        assert len(starved.chances) == IN_FLIGHT_TRIES - 1
 
 
 def test_a_refusal_is_an_observation_not_a_host_error(client):

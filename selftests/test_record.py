@@ -18,6 +18,7 @@ from fixtures.plugin import items
 from fixtures.plugin.state import RunState
 from fixtures.reporting import benchmark, report, results
 from fixtures.reporting.record import Instance, Record
+from fixtures.second_chances import SecondChance
 from fixtures.spec.catalog import load_catalog
 from selftests.test_import_rules import ROOT, tree_modules
 from sweep import matrix
@@ -28,7 +29,8 @@ OFFLINE_DP2 = Instance(variant="MRV1-eager", transport="offline", topology="dp2"
 FAILED = Record("conformance/a.py::t[MRV1-eager-LLM-MP1-dp2-round2]", "flags/sleep-level", OFFLINE_DP2,
                 layer="contract", level="required", outcome="fail", message="expected 200",
                 duration=1.5, server="MRV1-eager/LLM-MP1/dp2", measurements=({"name": "m"},),
-                notes=("retried once",), expectation="not the finding", triage="file it")
+                notes=("restored",), second_chances=({"kind": "retried", "reason": "late"},),
+                expectation="not the finding", triage="file it")
 
 
 def test_a_record_serialises_to_the_entry_the_readers_take():
@@ -37,7 +39,8 @@ def test_a_record_serialises_to_the_entry_the_readers_take():
         "variant": "MRV1-eager", "transport": "offline", "topology": "dp2", "engine": "LLM-MP1",
         "round": 2, "layer": "contract", "level": "required", "outcome": "fail",
         "message": "expected 200", "duration": 1.5, "server": "MRV1-eager/LLM-MP1/dp2",
-        "measurements": [{"name": "m"}], "notes": ["retried once"], "expectation": "not the finding",
+        "measurements": [{"name": "m"}], "notes": ["restored"],
+        "second_chances": [{"kind": "retried", "reason": "late"}], "expectation": "not the finding",
         "triage": "file it"}
     explored = dataclasses.replace(FAILED, properties={}, findings_reached=("a/b",), explored={"steps": 3})
     assert list(explored.as_dict())[-3:] == ["properties", "findings_reached", "explored"]
@@ -53,12 +56,14 @@ def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detectio
     servers = results.server_stats([("MRV1-eager", 1.0, True), ("MRV1-eager/LLM-MP1/dp2", 0.5, False)],
                                    {"MRV1-eager": 1, "MRV1-eager/LLM-MP1/dp2": 1}, 4.5, 9.94)
     doc = results.run_document(facts, servers, {"cores": 2}, [FAILED.as_dict(), passed.as_dict()])
-    assert list(doc) == [*facts, "servers", "machine", "counts", "soak", "incomplete", "verdict", "results"]
+    assert list(doc) == [*facts, "servers", "machine", "counts", "soak", "incomplete", "second_chances",
+                         "second_chance_counts", "verdict", "results"]
     assert servers == {"starts": 2, "failed_starts": 1, "starts_per_config": {
         "MRV1-eager": [1, 1.0], "MRV1-eager/LLM-MP1/dp2": [1, 0.5]}, "start_seconds": 1.5,
         "instances_served": 2, "per_config": {"MRV1-eager": 1, "MRV1-eager/LLM-MP1/dp2": 1},
         "test_seconds": 3.0, "wall_seconds": 9.9}
     assert doc["counts"]["fail"] == 1 and doc["verdict"].startswith("CONFORMANCE FAIL -- 1 passed | 1 failed")
+    assert doc["verdict"].endswith(" | 1 retried") and doc["second_chances"][0]["nodeid"] == FAILED.nodeid
     assert doc["soak"]["failures_per_round"] == {"1": 0, "2": 1}
     assert "| flags/sleep-level | offline LLM-MP1 | dp2 | fail |" in report.render_markdown(doc)
     rows = {r.config: r for r in benchmark.summarize(doc).rows}
@@ -112,12 +117,15 @@ def test_a_test_writes_its_record_only_through_the_run_state():
     state.add_notes("t::a", "first")
     state.add_notes("t::a")  # nothing to add
     state.add_notes("t::a", "second", "third")
+    state.add_second_chances("t::a", SecondChance("voided", "ended before the pause"))
+    state.add_second_chances("t::a")  # nothing to add
     state.add_measurements("t::a", [Measurement("flags/x", "m", 2.0, 1.0, "<=", "s", False)])
     state.record_exploration("t::a", ["a/b"], {"steps": 3})
     for write in (state.record_server, state.add_notes):
         write("t::missing", "lost")  # a test without a record (not a conformance test)
     record = state.records["t::a"]
     assert record.server == "MRV1-eager/api-key" and record.notes == ("first", "second", "third")
+    assert record.second_chances == ({"kind": "voided", "reason": "ended before the pause"},)
     assert [m["name"] for m in record.measurements] == ["m"] and record.findings_reached == ("a/b",)
     assert list(state.records) == ["t::a"]
     # Nothing but the run state's own methods touches its records.

@@ -344,20 +344,20 @@ def _starved(seen_from: int, reason: str = "length"):
 
 def test_start_seen_on_server_retries_a_request_that_ended_unseen_twice_as_long():
     engine, gen = _starved(seen_from=1600)
-    notes: list[str] = []
-    seen = engine.start_seen_on_server("p", within=0.2, settle=0.0, note=notes.append)
+    seen = engine.start_seen_on_server("p", within=0.2, settle=0.0)
     assert not seen.done.is_set() and gen.sizes == [800, 1600]
-    assert len(notes) == 1 and "ended by its length before /load saw it running" in notes[0]
+    [chance] = engine.chances
+    assert chance.kind == "retried" and "ended by its length before /load saw it running" in chance.reason
 
 
 def test_start_seen_on_server_gives_up_with_a_harness_error():
     engine, gen = _starved(seen_from=10**6)
     with pytest.raises(HarnessError, match="no request was seen running in 3 tries"):
-        engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+        engine.start_seen_on_server("p", within=0.2, settle=0.0)
     assert gen.sizes == [800, 1600, 3200]
     engine, gen = _starved(seen_from=10**6, reason="abort")
     with pytest.raises(HarnessError, match="not by its length"):
-        engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+        engine.start_seen_on_server("p", within=0.2, settle=0.0)
     assert gen.sizes == [800]
 
 
@@ -372,7 +372,7 @@ def test_an_alive_server_that_never_takes_the_request_fails_the_test():
     engine.control = _Deaf(gen)  # type: ignore[assignment]
     with pytest.raises(AssertionError, match=r"the server is alive and answered /load \d+ times in "
                                              r"0.[2-9] s, but never took the request \(/load 0 before"):
-        engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+        engine.start_seen_on_server("p", within=0.2, settle=0.0)
     assert gen.sizes == [800] and engine.load_polls > 1
 
 
@@ -430,11 +430,12 @@ def _late(late: int, reason: str = "length"):
                   control=None, gen=gen, request_timeout=5.0), gen  # type: ignore[arg-type]
 
 
-def test_start_in_flight_takes_a_late_look_again_with_a_note():
+def test_start_in_flight_takes_a_late_look_again_as_a_second_chance():
     engine, gen = _late(late=1)
     confirmed, size = engine.start_in_flight("p")
     assert gen.tries == 2 and not confirmed.done.is_set() and size == 600
-    assert len(engine.notes) == 1 and "in-flight try 1 of 2 not confirmed in time" in engine.notes[0]
+    [chance] = engine.chances
+    assert chance.kind == "retried" and "in-flight try 1 of 2 not confirmed in time" in chance.reason
 
 
 def test_start_in_flight_gives_up_after_its_tries_and_never_retries_an_odd_end():
@@ -445,7 +446,7 @@ def test_start_in_flight_gives_up_after_its_tries_and_never_retries_an_odd_end()
     engine, gen = _late(late=1, reason="abort")  # not ended by its length: reported as seen
     with pytest.raises(HarnessError, match="could not confirm the request in flight"):
         engine.start_in_flight("p")
-    assert gen.tries == 1 and not engine.notes
+    assert gen.tries == 1 and not engine.chances
 
 
 class _SlowDeaf(_Load):
@@ -467,7 +468,7 @@ def test_a_server_slow_to_answer_load_is_watched_before_it_is_judged():
     the request; read at least MIN_LOAD_POLLS answers before calling it never taken."""
     engine, gen = _starved(seen_from=1)
     engine.control = _SlowDeaf(gen, slow_s=0.3)  # type: ignore[assignment]
-    seen = engine.start_seen_on_server("p", within=0.2, settle=0.0, note=lambda _: None)
+    seen = engine.start_seen_on_server("p", within=0.2, settle=0.0)
     assert not seen.done.is_set() and seen.confirmed_at is not None and gen.sizes == [800]
 
 

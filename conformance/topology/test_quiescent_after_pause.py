@@ -19,6 +19,7 @@ from fixtures.judging import topology_judges as tj
 from fixtures.judging.assertions import reply_is
 from fixtures.observing import device
 from fixtures.observing.process_cpu import busy_cores, engine_processes
+from fixtures.second_chances import SecondChance
 from thresholds import Measurement
 
 # Long enough that a stepping engine cannot hide between two samples, short for the suite:
@@ -76,7 +77,7 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
         # same starvation can hold the pause itself for seconds on its way in, so
         # the request an abort must cut is sized to outlast that; it costs nothing when cut.
         gen = e.start_seen_on_server(f"a request running when the pause arrives ({mode})",
-                                     within=RUNNING_WITHIN_S, settle=STARTED_S, note=note,
+                                     within=RUNNING_WITHIN_S, settle=STARTED_S,
                                      lengths=ABORT_LENGTHS if mode == "abort" else 1)
         sent = time.monotonic()
         paused = e.control.pause(mode=mode)
@@ -99,7 +100,7 @@ def test_quiescent_after_pause(topology_engine, limits, measure, note, mode):
         if trial == TRIALS:
             raise HarnessError(f"in {TRIALS} trials no request was running at the pause; the "
                                f"last: {void}")
-        note(f"trial {trial}: {void}; tried again")
+        e.chances.append(SecondChance("voided", f"trial {trial}: {void}; tried again"))
     assert not ended, (f"the request running at /pause?mode={mode} (answered in "
                        f"{paused.seconds:.2f} s): " + "; ".join(ended))
 

@@ -73,6 +73,7 @@ _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", 
 _ATTACH_VERSION = ("vllm.v1.engine.core:EngineCore._attach_weight_version", "561657af90b118b6")
 _TRANSFER_UPDATE = ("vllm.distributed.weight_transfer.base:WeightTransferEngine.update_weights",
                     "5b33ce5d5cd334e4")
+_ENGINE_COLLECTIVE_RPC = ("vllm.v1.engine.core:EngineCore.collective_rpc", "f0d85bf03430af63")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -169,6 +170,13 @@ ONE_RANK_ABORTED = (r"^(?!.*engine 0: finish reasons \['abort'\]).*mode=keep: "
 
 ABORT_LANDED_LATE = (r"the request running at /pause\?mode=abort \(answered in [\d.]+ s\).*the request "
                      r"ran to its end, not cut by abort")
+
+# A session call changed the pause it does not own (conformance/weights/test_sync_leaves_state*.py,
+# weight_judges.side_effect_problems): finish flipped is_paused, or let a held request or a late
+# arrival run, or a request sent after it ran where one sent before it waited.
+FINISH_RESUMED = (r"finish_weight_update \(version [^)]*\) (changed (/is_paused|is_paused\(\)): True -> False"
+                  r"|changed admission: a request sent before it was held, one sent after it "
+                  r"(running|answered)|(let|ended) the (held request|late arrival) )")
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(
@@ -437,6 +445,17 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("weights/aborted-request-old-version",),
         patches=(_patch(_PROC_PAUSE, "pause_abort_keeps"),),
         symptoms=(("weights/aborted-request-old-version", RAN_ON_AFTER_ABORT),),
+    ),
+    Fault(
+        "weights-finish-resumes", "fault",
+        "finish_weight_update resumes the scheduler: a sync quietly ends the caller's pause, and "
+        "the requests it held run before the caller's own resume",
+        "RFC #51476 §2-4 (the caller owns pause and resume around a sync); RL symptom: rollouts "
+        "start between finish and resume, before the prefix reset or the memory wake the "
+        "framework does there",
+        breaks=("weights/sync-leaves-state",),
+        patches=(_patch(_ENGINE_COLLECTIVE_RPC, "finish_resumes_scheduler"),),
+        symptoms=(("weights/sync-leaves-state", FINISH_RESUMED),),
     ),
 )}
 

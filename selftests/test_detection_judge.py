@@ -72,7 +72,8 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
     offline = [c for c in cases() if c.transport == "offline"]
     assert {c.fault for c in offline} == {"partial-wake-resumes", "wait-skips-drain",
                                           "buffered-delta-dropped", "late-arrival-dropped",
-                                          "dp-coordinator-latch", "weights-version-label-frozen"}
+                                          "dp-coordinator-latch", "weights-version-label-frozen",
+                                          "weights-finish-resumes"}
 
 
 def test_matrix_markdown_lists_every_cell_and_the_problems():

@@ -23,6 +23,7 @@ from fixtures.judging.offline_judges import flag_problems, return_problems
 from fixtures.observing.client import Generation
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.observing.offline import Called
+from fixtures.observing.sync_state import Seen, StateSnapshot
 from thresholds import judges as measured
 from thresholds import load_limits
 from vllm_lifecycle.faults.registry import FAULTS
@@ -45,6 +46,29 @@ def gen(finish: str | None = "length", tokens: int | None = 8, chunks: int = 0,
     if ended:
         seen.ended = 0.3
     return seen
+
+
+PAUSED_FLAGS = {"/is_sleeping": True, "/is_paused": True, "the sleep-state gauge": AWAKE_GAUGE}
+
+
+def held_snapshot(paused: str | None, held: bool, late: int = 1) -> StateSnapshot:
+    """Held by the caller: the flags as read (`paused`: the name is_paused is read by, None where
+    the API has none), a request held at 40 tokens when `held`, `late` unanswered arrivals."""
+    flags: dict[str, object] = {"is_sleeping()": True} if paused is None else (
+        {**PAUSED_FLAGS, paused: True} if paused.startswith("/") else {"is_sleeping()": True, paused: True})
+    return StateSnapshot(flags, (Seen("in-flight", 40),) if held else (),
+                         tuple(Seen(f"late-{i}", 0) for i in range(late)))
+
+
+def finish_resumed(paused: str | None, held: bool, arrival_tokens: int = 3) -> list[str]:
+    """weights-finish-resumes: after finish the scheduler runs again; the flag flips where the
+    API has one, the held request and the late arrivals run, the next arrival is not held."""
+    before = held_snapshot(paused, held)
+    flags = dict(before.flags) | ({} if paused is None else {paused: False})
+    ended = "finish_reason 'length'" if arrival_tokens == 8 else None
+    after = StateSnapshot(flags, (Seen("in-flight", 90),) if held else (),
+                          (Seen("late-0", arrival_tokens, ended), Seen("late-1", 2)))
+    return wj.side_effect_problems("finish_weight_update (version 'leaves-state-B')", before, after)
 
 
 def state_is(context: str, expected: StateView, seen: StateView) -> str:
@@ -259,6 +283,15 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("weights-held-span-keeps-label", "weights/version-spans"): wj.span_problems(
         [["checker-A", 0, 600]], 600, ["checker-A", "spans-http-B"],
         "a request held by a keep pause across the sync (212 tokens at the pause)"),
+    # conformance/weights/test_sync_leaves_state.py and its offline twin: "<state>: " and the
+    # problems joined; over HTTP paused and asleep, offline AsyncLLM paused and LLM asleep
+    # (is_sleeping() alone: only the late arrivals show it).
+    ("weights-finish-resumes", "weights/sync-leaves-state"): [
+        "paused-keep: " + "; ".join(finish_resumed("/is_paused", held=True)),
+        "asleep-weights-woken: " + "; ".join(finish_resumed("/is_paused", held=False)),
+        "paused-keep: " + "; ".join(finish_resumed("is_paused()", held=True)),
+        "asleep-weights-woken: " + "; ".join(finish_resumed(None, held=False)),
+        "asleep-weights-woken: " + "; ".join(finish_resumed(None, held=False, arrival_tokens=8))],
 }
 
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
@@ -347,7 +380,25 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         f"gauge after the sleep: expected {SLEEP_GAUGE[1]}; observed None",
         "first: " + "; ".join(judges.completion_problems(gen("abort", 3), 8)),
         f"request queued during the drain ran before the wake: {gen('length', 48).summary()}"],
+    "weights/sync-leaves-state": [
+        # a chunk that ends the held request; a checker call that answers a late arrival; the gauge
+        "paused-keep: " + "; ".join(wj.side_effect_problems(
+            "update_weights (3 tensors of checkpoint B)", held_snapshot("/is_paused", True),
+            StateSnapshot(PAUSED_FLAGS, (Seen("in-flight", 40, "finish_reason 'abort'"),),
+                          (Seen("late-0", 0), Seen("late-1", 0))))),
+        "paused-keep: " + "; ".join(wj.side_effect_problems(
+            "weight_checker checksum", held_snapshot("/is_paused", True),
+            StateSnapshot(PAUSED_FLAGS, (Seen("in-flight", 40),),
+                          (Seen("late-0", 8, "finish_reason 'length'"), Seen("late-1", 0))))),
+        "asleep-weights-woken: " + "; ".join(wj.side_effect_problems(
+            "finish_weight_update (version 'leaves-state-B')",
+            StateSnapshot({**PAUSED_FLAGS, "the sleep-state gauge": SLEEP_GAUGE[1]}),
+            StateSnapshot({**PAUSED_FLAGS, "the sleep-state gauge": AWAKE_GAUGE}))),
+        "paused-keep: finish_weight_update (version 'leaves-state-B') was not accepted: "
+        "POST /finish_weight_update -> 500 {'error': 'boom'} (0.01 s)",
+        "paused-keep: after the release, in-flight: finish reasons ['abort'], expected all 'length'"],
 }
+
 
 # The symptoms that once matched every message of their behaviour, and the one each fault's
 # tightened wording now has to tell apart from the rest.
@@ -369,6 +420,7 @@ CROSS_CHECKED = {
     ("weights-held-span-keeps-label", "weights/version-spans"),
     ("weights-finish-without-session", "weights/version-follows-commits"),
     ("weights-update-counted-twice", "weights/operation-metrics"),
+    ("weights-finish-resumes", "weights/sync-leaves-state"),
 }
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]

@@ -8,13 +8,17 @@ from pathlib import Path
 
 from fixtures.judging.weight_judges import (
     expected_version,
+    fate,
+    held_state_problems,
     operation_count_problems,
     refused_problems,
     serves_problems,
+    side_effect_problems,
     span_problems,
     switch_span_problems,
     version_problems,
 )
+from fixtures.observing.sync_state import Seen, StateSnapshot
 from fixtures.observing.weight_sync import Checkpoint, WeightCall, layer_chunks, tensor_names, update_info
 
 GOLDENS = {"A": [1, 2, 3, 4], "B": [5, 6, 7, 8]}
@@ -301,3 +305,75 @@ def test_a_hang_mid_session_is_a_failure_not_a_refusal() -> None:
         [], "answered with checkpoint B's output")
     mixed, _ = mid_session_problems(Generation(stream=False, token_ids=[5, 6, 3, 4]), GOLDENS, "r")
     assert mixed and "neither checkpoint's golden output" in mixed[0]
+
+
+# -- weights/sync-leaves-state: a session call leaves what it does not own ---------------------
+
+PAUSED = {"/is_sleeping": True, "/is_paused": True, "the sleep-state gauge": (1.0, 0.0, 0.0)}
+
+
+def held_state(late: int = 1, **flags: object) -> StateSnapshot:
+    """Paused with a request held at 40 tokens and `late` unanswered late arrivals."""
+    return StateSnapshot({**PAUSED, **flags}, (Seen("in-flight", 40),),
+                         tuple(Seen(f"late-{i}", 0) for i in range(late)))
+
+
+def test_a_call_that_leaves_everything_as_it_was_has_no_problem() -> None:
+    assert side_effect_problems("start_weight_update", held_state(1), held_state(2)) == []
+    assert held_state_problems(held_state(1), "paused-keep") == []
+
+
+def test_a_finish_that_resumes_is_named_by_flag_admission_and_requests() -> None:
+    after = StateSnapshot({**PAUSED, "/is_paused": False}, (Seen("in-flight", 60),),
+                          (Seen("late-0", 8, "finish_reason 'length'"), Seen("late-1", 3)))
+    problems = side_effect_problems("finish_weight_update (version 'B')", held_state(1), after)
+    assert problems == [
+        "finish_weight_update (version 'B') changed /is_paused: True -> False",
+        "finish_weight_update (version 'B') changed admission: a request sent before it was held, "
+        "one sent after it running",
+        "finish_weight_update (version 'B') let the held request in-flight run (40 -> 60 tokens)",
+        "finish_weight_update (version 'B') ended the late arrival late-0 (finish_reason 'length', 8 tokens)"]
+
+
+def test_a_chunk_that_ends_the_held_request_is_named() -> None:
+    after = StateSnapshot(PAUSED, (Seen("in-flight", 40, "finish_reason 'abort'"),),
+                          (Seen("late-0", 0), Seen("late-1", 0)))
+    assert side_effect_problems("update_weights (3 tensors)", held_state(1), after) == [
+        "update_weights (3 tensors) ended the held request in-flight (finish_reason 'abort', 40 tokens)"]
+
+
+def test_a_checker_call_that_answers_a_late_arrival_is_named() -> None:
+    after = StateSnapshot(PAUSED, (Seen("in-flight", 40),),
+                          (Seen("late-0", 8, "finish_reason 'length'"), Seen("late-1", 0)))
+    assert side_effect_problems("weight_checker checksum", held_state(1), after) == [
+        "weight_checker checksum ended the late arrival late-0 (finish_reason 'length', 8 tokens)"]
+
+
+def test_the_gauge_and_admission_are_judged_too() -> None:
+    asleep = {"/is_sleeping": True, "/is_paused": True, "the sleep-state gauge": (0.0, 1.0, 0.0)}
+    before = StateSnapshot(asleep, (), (Seen("late-0", 0, "error 503"),))
+    woken = StateSnapshot({**asleep, "the sleep-state gauge": (1.0, 0.0, 0.0)}, (),
+                          (Seen("late-0", 0, "error 503"), Seen("late-1", 0)))
+    assert side_effect_problems("update_weight_version (v)", before, woken) == [
+        "update_weight_version (v) changed the sleep-state gauge: (0.0, 1.0, 0.0) -> (1.0, 0.0, 0.0)",
+        "update_weight_version (v) changed admission: a request sent before it was refused, "
+        "one sent after it held"]
+
+
+def test_a_refused_arrival_stays_refused_and_a_lost_request_is_named() -> None:
+    before = StateSnapshot(PAUSED, (Seen("in-flight", 40),), (Seen("late-0", 0, "error 503"),))
+    after = StateSnapshot(PAUSED, (), (Seen("late-0", 0, "error 503"), Seen("late-1", 0, "error 503")))
+    assert side_effect_problems("init_weight_transfer_engine", before, after) == [
+        "init_weight_transfer_engine: the held request in-flight was not observed after it"]
+
+
+def test_fates_and_the_state_before_the_session() -> None:
+    assert [fate(Seen("r", 0)), fate(Seen("r", 2)), fate(Seen("r", 0, "error 503")),
+            fate(Seen("r", 8, "finish_reason 'length'"))] == ["held", "running", "refused", "answered"]
+    ran = StateSnapshot(PAUSED, (Seen("in-flight", 600, "finish_reason 'abort'"),),
+                        (Seen("late-0", 8, "finish_reason 'length'"),))
+    assert held_state_problems(ran, "paused-keep") == [
+        "paused-keep, before the session: the held request in-flight has ended (finish_reason 'abort', "
+        "600 tokens)",
+        "paused-keep, before the session: a request sent was answered (8 tokens, finish_reason "
+        "'length'), neither held nor refused"]

@@ -497,3 +497,14 @@ def track_keeps_first_version(original: Fn) -> Fn:
         if not self.weight_version_starts:
             original(self, weight_version)
     return track_weight_version
+
+
+def finish_resumes_scheduler(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def collective_rpc(self: Any, method: Any, timeout: float | None = None, args: tuple = (),
+                       kwargs: dict[str, Any] | None = None) -> Any:
+        result = original(self, method, timeout, args, kwargs)
+        if method == "finish_weight_update":
+            self.resume_scheduler()  # the bug: the sync ends a pause that is the caller's
+        return result
+    return collective_rpc

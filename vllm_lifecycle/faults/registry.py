@@ -81,6 +81,7 @@ _ASYNC_SET_VERSION = ("vllm.v1.engine.async_llm:AsyncLLM.update_weight_version",
 _ASYNC_CHECKSUMS = ("vllm.v1.engine.async_llm:AsyncLLM.compute_weight_checksums", "79ffb098c9e883db")
 _OPERATION_RECORD = ("vllm.entrypoints.rl.online.metrics:WeightOperationMetrics.record", "22dd12e310da21df")
 _TRACK_VERSION = ("vllm.v1.engine.output_processor:RequestState.track_weight_version", "7fb28c8fbfa23e41")
+_ENGINE_COLLECTIVE_RPC = ("vllm.v1.engine.core:EngineCore.collective_rpc", "f0d85bf03430af63")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -195,6 +196,13 @@ HELD_SPAN_KEEPS_OLD_LABEL = (r"a request held by a keep pause across the sync \(
 
 ABORT_LANDED_LATE = (r"the request running at /pause\?mode=abort \(answered in [\d.]+ s\).*the request "
                      r"ran to its end, not cut by abort")
+
+# A session call changed the pause it does not own (conformance/weights/test_sync_leaves_state*.py,
+# weight_judges.side_effect_problems): finish flipped is_paused, or let a held request or a late
+# arrival run, or a request sent after it ran where one sent before it waited.
+FINISH_RESUMED = (r"finish_weight_update \(version [^)]*\) (changed (/is_paused|is_paused\(\)): True -> False"
+                  r"|changed admission: a request sent before it was held, one sent after it "
+                  r"(running|answered)|(let|ended) the (held request|late arrival) )")
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault(
@@ -521,6 +529,17 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("weights/version-spans",),
         patches=(_patch(_TRACK_VERSION, "track_keeps_first_version"),),
         symptoms=(("weights/version-spans", HELD_SPAN_KEEPS_OLD_LABEL),),
+    ),
+    Fault(
+        "weights-finish-resumes", "fault",
+        "finish_weight_update resumes the scheduler: a sync quietly ends the caller's pause, and "
+        "the requests it held run before the caller's own resume",
+        "RFC #51476 §2-4 (the caller owns pause and resume around a sync); RL symptom: rollouts "
+        "start between finish and resume, before the prefix reset or the memory wake the "
+        "framework does there",
+        breaks=("weights/sync-leaves-state",),
+        patches=(_patch(_ENGINE_COLLECTIVE_RPC, "finish_resumes_scheduler"),),
+        symptoms=(("weights/sync-leaves-state", FINISH_RESUMED),),
     ),
 )}
 

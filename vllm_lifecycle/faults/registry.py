@@ -73,6 +73,7 @@ _COLLECTOR_PUT = ("vllm.v1.engine.output_processor:RequestOutputCollector.put", 
 _ATTACH_VERSION = ("vllm.v1.engine.core:EngineCore._attach_weight_version", "561657af90b118b6")
 _TRANSFER_UPDATE = ("vllm.distributed.weight_transfer.base:WeightTransferEngine.update_weights",
                     "5b33ce5d5cd334e4")
+_WORKER_UPDATE = ("vllm.v1.worker.gpu_worker:Worker.update_weights", "a7103b1a7759efe5")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -144,6 +145,9 @@ WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got 
 # A sync that did not land where it was sent: an engine still serves the old checkpoint.
 OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
 RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
+# A rank that loaded another engine's entry of a per-engine update_info list
+# (weight_judges.rank_load_problems).
+RANK_READ_OTHER_ENTRY = r"engine [1-9]\d* loaded \S+ \(engine 0's entry\)"
 # A held request resumed on the KV cache of the old weights.
 STALE_KV_MIX = r"explained by no single switch from the old weights' run"
 # A prompt after a sync served from prefix KV the pause should have cleared.
@@ -381,6 +385,17 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         guards=(),  # with one engine the first engine is every engine: nothing to guard there
         patches=(_patch(_TRANSFER_UPDATE, "update_reaches_first_engine"),),
         symptoms=(("weights/sync-reaches-every-rank", RANK_MISSED),),
+    ),
+    Fault(
+        "weights-dp-reads-entry-0", "fault",
+        "under data parallelism every worker loads the first entry of a per-engine update_info "
+        "list instead of its own: each engine loads what was sent for engine 0",
+        "vLLM 0.32 v1/worker/gpu_worker.py update_weights (a list is indexed by "
+        "data_parallel_index * world_size + rank); RFC #51476 §1-2",
+        breaks=("weights/sync-reaches-every-rank",),
+        guards=(),  # with one engine there is no list: nothing to guard there
+        patches=(_patch(_WORKER_UPDATE, "update_reads_first_entry"),),
+        symptoms=(("weights/sync-reaches-every-rank", RANK_READ_OTHER_ENTRY),),
     ),
     Fault(
         "weights-version-without-weights", "fault",

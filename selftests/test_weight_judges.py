@@ -208,6 +208,9 @@ def test_each_engine_loading_its_own_entries_passes() -> None:
            _loaded(0, 1, "B-dp0.safetensors", "(EngineCore_DP0 pid=100) "),
            _loaded(1, 1, "B-dp1.safetensors")]
     assert rank_load_problems(log, expected, "s") == []
+    # Two engines' lines run together in the shared log (one wrote its newline late).
+    glued = [log[1] + log[2], *log[3:]]
+    assert rank_load_problems(glued, expected, "s") == []
 
 
 def test_an_engine_that_loaded_another_engines_entry_fails() -> None:

@@ -69,6 +69,9 @@ def finish_resumed(paused: str | None, held: bool, arrival_tokens: int = 3) -> l
     after = StateSnapshot(flags, (Seen("in-flight", 90),) if held else (),
                           (Seen("late-0", arrival_tokens, ended), Seen("late-1", 2)))
     return wj.side_effect_problems("finish_weight_update (version 'leaves-state-B')", before, after)
+def _loaded(engine: int, file: str) -> str:
+    """vllm_lifecycle/weight_transfer/backend.py's line for a chunk of five a worker loaded."""
+    return f"vllm-lifecycle-weights: loaded 5 tensor(s) from {file} (dp{engine} pid {100 + engine})"
 
 
 def state_is(context: str, expected: StateView, seen: StateView) -> str:
@@ -231,6 +234,10 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         {101: True, 102: False}, True, "/is_paused", "POST /pause?mode=keep through pid 101"),
     ("weights-sync-first-engine-only", "weights/sync-reaches-every-rank"): wj.serves_problems(
         {"engine 0": [1, 2], "engine 1": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
+    # Every worker read entry 0: engine 1 loaded engine 0's file (the test's own-loads check).
+    ("weights-dp-reads-entry-0", "weights/sync-reaches-every-rank"): wj.rank_load_problems(
+        [_loaded(0, "B-dp0.safetensors"), _loaded(1, "B-dp0.safetensors")],
+        {0: [wj.Load("B-dp0.safetensors", 5)], 1: [wj.Load("B-dp1.safetensors", 5)]}, "the sync of B"),
     ("weights-version-without-weights", "weights/sync-lands"): wj.serves_problems(
         {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
     ("weights-version-without-weights", "weights/rl-cycle"): wj.serves_problems(
@@ -297,6 +304,12 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
+    # A rank's own loads wrong otherwise: none logged, a short chunk, or rank 0 on rank 1's entry.
+    "weights/sync-reaches-every-rank": [
+        *wj.rank_load_problems(
+            [_loaded(0, "B-dp1.safetensors"), _loaded(2, "B-dp0.safetensors")],
+            {0: [wj.Load("B-dp0.safetensors", 5)], 1: [wj.Load("B-dp1.safetensors", 5)]}, "s"),
+        "s: engine 1 loaded 4 tensor(s) from B-dp1.safetensors in chunk 1, its entry names 5"],
     # Every engine cut (keep-aborts on each rank), or only the first: not one rank off the others.
     "custody/pause-in-flight": [
         on_engines("/pause?mode=keep", "abort", "abort"),
@@ -421,6 +434,7 @@ CROSS_CHECKED = {
     ("weights-finish-without-session", "weights/version-follows-commits"),
     ("weights-update-counted-twice", "weights/operation-metrics"),
     ("weights-finish-resumes", "weights/sync-leaves-state"),
+    ("weights-dp-reads-entry-0", "weights/sync-reaches-every-rank"),
 }
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]

@@ -7,10 +7,13 @@ import struct
 from pathlib import Path
 
 from fixtures.judging.weight_judges import (
+    Load,
+    expected_loads,
     expected_version,
     fate,
     held_state_problems,
     operation_count_problems,
+    rank_load_problems,
     refused_problems,
     serves_problems,
     side_effect_problems,
@@ -19,7 +22,14 @@ from fixtures.judging.weight_judges import (
     version_problems,
 )
 from fixtures.observing.sync_state import Seen, StateSnapshot
-from fixtures.observing.weight_sync import Checkpoint, WeightCall, layer_chunks, tensor_names, update_info
+from fixtures.observing.weight_sync import (
+    Checkpoint,
+    WeightCall,
+    layer_chunks,
+    packed_chunks,
+    tensor_names,
+    update_info,
+)
 
 GOLDENS = {"A": [1, 2, 3, 4], "B": [5, 6, 7, 8]}
 
@@ -101,11 +111,136 @@ def test_tensor_names_and_layer_chunks(tmp_path: Path) -> None:
 
 
 def test_update_info_is_a_list_per_engine_under_dp(tmp_path: Path) -> None:
-    ckpt = Checkpoint("B", tmp_path)
+    folder = tmp_path / "b"
+    folder.mkdir()
+    _safetensors(folder / "model.safetensors", ["x", "y"])
+    ckpt = Checkpoint("B", folder)
     one = update_info(ckpt, ["x"], 1)
-    assert one == {"path": str(tmp_path / "model.safetensors"), "names": ["x"]}
-    many = update_info(ckpt, None, 2)
-    assert isinstance(many, list) and len(many) == 2 and many[0] == many[1] and many[0] is not many[1]
+    assert one == {"path": str(folder / "model.safetensors"), "names": ["x"]}
+    many = update_info(ckpt, ["x"], 2)
+    assert isinstance(many, list) and len(many) == 2
+    # Each engine's own file (so a worker reading another's entry loads a file the log names),
+    # outside the model folder (vLLM loads every *.safetensors there), with the same weights.
+    paths = [Path(entry["path"]) for entry in many]
+    assert [p.name for p in paths] == ["B-dp0.safetensors", "B-dp1.safetensors"]
+    assert all(p.parent != folder and p.read_bytes() == ckpt.file.read_bytes() for p in paths)
+    assert [entry["names"] for entry in many] == [["x"], ["x"]]
+    assert update_info(ckpt, ["x"], 2) == many  # made once, found again
+
+
+def test_a_rebuilt_checkpoint_gets_fresh_engine_files(tmp_path: Path) -> None:
+    import os
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    _safetensors(folder / "model.safetensors", ["x"])
+    ckpt = Checkpoint("B", folder)
+    first = ckpt.engine_file(1)
+    (folder / "model.safetensors").unlink()
+    _safetensors(folder / "model.safetensors", ["x", "y"])
+    os.utime(folder / "model.safetensors", ns=(1, 1))
+    assert ckpt.engine_file(1).read_bytes() == ckpt.file.read_bytes() != b""
+    assert first == ckpt.engine_file(1)
+
+
+# The tiny model's tensors (fixtures/in_target/tiny_model.py): two decoder layers of nine.
+_LAYER = ["input_layernorm", "mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "post_attention_layernorm",
+          "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"]
+TINY_NAMES = ["lm_head.weight", "model.embed_tokens.weight", "model.norm.weight"] + [
+    f"model.layers.{i}.{part}.weight" for i in (0, 1) for part in _LAYER]
+
+
+def _layer(name: str) -> int | None:
+    return next((int(p) for p in name.split(".") if p.isdigit()), None)
+
+
+def _split_layers(chunks: list[list[str]]) -> set[int]:
+    """The layers whose tensors lie in more than one chunk."""
+    return {layer for layer in {_layer(n) for n in TINY_NAMES} - {None}
+            if sum(any(_layer(n) == layer for n in chunk) for chunk in chunks) > 1}
+
+
+def _mixed_chunks(chunks: list[list[str]]) -> list[int]:
+    """The chunks holding parts of two or more layers."""
+    return [i for i, chunk in enumerate(chunks) if len({_layer(n) for n in chunk} - {None}) > 1]
+
+
+def test_packed_chunks_split_a_layer_and_mix_two() -> None:
+    assert len(TINY_NAMES) == 21
+    packed = packed_chunks(TINY_NAMES)
+    assert sorted(n for chunk in packed for n in chunk) == sorted(TINY_NAMES)  # each tensor once
+    assert _split_layers(packed) and _mixed_chunks(packed)
+    assert all(len(chunk) <= 5 for chunk in packed)
+    # The checks can fail: the layer chunks split no layer and mix none.
+    layered = layer_chunks(TINY_NAMES)
+    assert not _split_layers(layered) and not _mixed_chunks(layered)
+
+
+def test_packed_chunks_refuse_an_empty_chunk_size() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="at least one tensor"):
+        packed_chunks(TINY_NAMES, 0)
+
+
+def _loaded(engine: int, count: int, file: str, prefix: str = "") -> str:
+    """The line the suite's backend logs per chunk (vllm_lifecycle/weight_transfer/backend.py)."""
+    return (f"{prefix}vllm-lifecycle-weights: loaded {count} tensor(s) from {file} "
+            f"(dp{engine} pid {100 + engine})")
+
+
+def _session_calls(route: str = "/update_weights") -> list[WeightCall]:
+    chunks = [["a", "b"], ["c"]]
+    return [call("/start_weight_update")] + [
+        call(route, {"update_info": [{"path": f"/x/B-dp{i}.safetensors", "names": chunk} for i in (0, 1)]})
+        for chunk in chunks] + [call(route, {"update_info": {"path": "/x/one", "names": ["z"]}}),
+                                call(route, {"update_info": [{"path": "/x/no", "names": None}]}, 400)]
+
+
+def test_expected_loads_are_each_engines_own_entries() -> None:
+    want = {0: [Load("B-dp0.safetensors", 2), Load("B-dp0.safetensors", 1)],
+            1: [Load("B-dp1.safetensors", 2), Load("B-dp1.safetensors", 1)]}
+    assert expected_loads(_session_calls()) == want
+    assert expected_loads(_session_calls("update_weights")) == want  # the Python API's record
+    entry = {"update_info": [{"path": "/x/all.safetensors", "names": None}]}
+    assert expected_loads([call("/update_weights", entry)]) == {0: [Load("all.safetensors", None)]}
+
+
+def test_each_engine_loading_its_own_entries_passes() -> None:
+    expected = expected_loads(_session_calls())
+    log = ["INFO unrelated", _loaded(1, 2, "B-dp1.safetensors"), _loaded(0, 2, "B-dp0.safetensors"),
+           _loaded(0, 1, "B-dp0.safetensors", "(EngineCore_DP0 pid=100) "),
+           _loaded(1, 1, "B-dp1.safetensors")]
+    assert rank_load_problems(log, expected, "s") == []
+    # Two engines' lines run together in the shared log (one wrote its newline late).
+    glued = [log[1] + log[2], *log[3:]]
+    assert rank_load_problems(glued, expected, "s") == []
+
+
+def test_an_engine_that_loaded_another_engines_entry_fails() -> None:
+    expected = expected_loads(_session_calls())
+    log = [_loaded(0, 2, "B-dp0.safetensors"), _loaded(1, 2, "B-dp0.safetensors"),
+           _loaded(0, 1, "B-dp0.safetensors"), _loaded(1, 1, "B-dp0.safetensors")]
+    assert rank_load_problems(log, expected, "the sync of B") == [
+        "the sync of B: engine 1 loaded B-dp0.safetensors (engine 0's entry) in chunk 1, "
+        "expected its own B-dp1.safetensors"]
+
+
+def test_a_missing_extra_or_short_load_is_named() -> None:
+    expected = expected_loads(_session_calls())
+    own = [_loaded(0, 2, "B-dp0.safetensors"), _loaded(0, 1, "B-dp0.safetensors")]
+    assert rank_load_problems(own, expected, "s") == ["s: engine 1 logged no load of its 2 chunk(s)"]
+    short = [*own, _loaded(1, 2, "B-dp1.safetensors"), _loaded(1, 0, "B-dp1.safetensors")]
+    assert rank_load_problems(short, expected, "s") == [
+        "s: engine 1 loaded 0 tensor(s) from B-dp1.safetensors in chunk 2, its entry names 1"]
+    once = [*own, _loaded(1, 2, "B-dp1.safetensors")]
+    assert rank_load_problems(once, expected, "s") == ["s: engine 1 loaded 1 chunk(s), its entries are 2"]
+    stray = [*own, *once[2:], _loaded(1, 1, "B-dp1.safetensors"), _loaded(2, 1, "other.safetensors")]
+    assert rank_load_problems(stray, expected, "s") == ["s: engine 2 loaded 1 chunk(s), but no entry is its"]
+    alien = [*own, _loaded(1, 2, "model.safetensors")]
+    assert rank_load_problems(alien, expected, "s") == [
+        "s: engine 1 loaded model.safetensors (no engine's entry) in chunk 1, "
+        "expected its own B-dp1.safetensors"]
 
 
 def test_weight_fault_symptoms_match_only_their_own_judgement() -> None:

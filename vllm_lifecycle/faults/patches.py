@@ -377,6 +377,15 @@ def update_drops_a_tensor(original: Fn) -> Fn:
     return _update_loading_only(original, lambda name: not name.endswith(DROPPED_TENSOR))
 
 
+def update_reads_first_entry(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def update_weights(self: Any, update_info: dict[str, Any] | list[dict[str, Any]]) -> None:
+        # The bug: every worker takes the first entry of a per-worker list, not its own
+        # (data_parallel_index * world_size + rank).
+        return original(self, update_info[0] if isinstance(update_info, list) else update_info)
+    return update_weights
+
+
 def pause_abort_keeps(original: Fn) -> Fn:
     @functools.wraps(original)
     def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:

@@ -82,6 +82,7 @@ _ASYNC_CHECKSUMS = ("vllm.v1.engine.async_llm:AsyncLLM.compute_weight_checksums"
 _OPERATION_RECORD = ("vllm.entrypoints.rl.online.metrics:WeightOperationMetrics.record", "22dd12e310da21df")
 _TRACK_VERSION = ("vllm.v1.engine.output_processor:RequestState.track_weight_version", "7fb28c8fbfa23e41")
 _ENGINE_COLLECTIVE_RPC = ("vllm.v1.engine.core:EngineCore.collective_rpc", "f0d85bf03430af63")
+_WORKER_UPDATE = ("vllm.v1.worker.gpu_worker:Worker.update_weights", "a7103b1a7759efe5")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -153,6 +154,9 @@ WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got 
 # A sync that did not land where it was sent: an engine still serves the old checkpoint.
 OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
 RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
+# A rank that loaded another engine's entry of a per-engine update_info list
+# (weight_judges.rank_load_problems).
+RANK_READ_OTHER_ENTRY = r"engine [1-9]\d* loaded \S+ \(engine 0's entry\)"
 # A held request resumed on the KV cache of the old weights.
 STALE_KV_MIX = r"explained by no single switch from the old weights' run"
 # A prompt after a sync served from prefix KV the pause should have cleared.
@@ -415,6 +419,17 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         guards=(),  # with one engine the first engine is every engine: nothing to guard there
         patches=(_patch(_TRANSFER_UPDATE, "update_reaches_first_engine"),),
         symptoms=(("weights/sync-reaches-every-rank", RANK_MISSED),),
+    ),
+    Fault(
+        "weights-dp-reads-entry-0", "fault",
+        "under data parallelism every worker loads the first entry of a per-engine update_info "
+        "list instead of its own: each engine loads what was sent for engine 0",
+        "vLLM 0.32 v1/worker/gpu_worker.py update_weights (a list is indexed by "
+        "data_parallel_index * world_size + rank); RFC #51476 §1-2",
+        breaks=("weights/sync-reaches-every-rank",),
+        guards=(),  # with one engine there is no list: nothing to guard there
+        patches=(_patch(_WORKER_UPDATE, "update_reads_first_entry"),),
+        symptoms=(("weights/sync-reaches-every-rank", RANK_READ_OTHER_ENTRY),),
     ),
     Fault(
         "weights-version-without-weights", "fault",

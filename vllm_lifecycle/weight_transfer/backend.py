@@ -102,7 +102,10 @@ class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo
         return f"dp{getattr(parallel, 'data_parallel_index', 0)} pid {os.getpid()}"
 
     def _log(self, text: str) -> None:
-        print(f"{LOG_PREFIX} {text} ({self._where()})", file=sys.stderr, flush=True)
+        # One write per whole line: the engines share the log, and a print's text and newline
+        # written apart let another engine's line in between (the per-rank judge reads these).
+        sys.stderr.write(f"{LOG_PREFIX} {text} ({self._where()})\n")
+        sys.stderr.flush()
 
     def init_transfer_engine(self, init_info: Any) -> None:
         if self._delegate is not None:

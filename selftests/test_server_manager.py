@@ -31,6 +31,14 @@ def test_other_config_stops_the_old_server_before_starting(fake_manager):
     assert fake_manager.current is second and len(fake_manager.starts) == 2
 
 
+def test_a_server_leads_its_own_group_in_the_callers_session(fake_manager):
+    # A session of its own would give it its own scheduler autogroup, which left the client
+    # runnable but unscheduled for seconds beside a busy dp2 server.
+    server = fake_manager.acquire(fake_config())
+    assert os.getpgid(server.proc.pid) == server.proc.pid
+    assert os.getsid(server.proc.pid) == os.getsid(0)
+
+
 def test_isolated_config_never_reuses(fake_manager):
     base = fake_config()
     first = fake_manager.acquire(base)

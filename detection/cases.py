@@ -71,6 +71,9 @@ _KEYWORDS = {
     "weights-version-label-frozen": "(AsyncLLM-MP1 or (LLM-MP0 and not AsyncLLM)) and (spans or full_wake)",
     # Only a keep pause or a keep sleep reaches it.
     "dp-keep-aborts-one-rank": "keep",
+    # Every mode shows it the same way, and each failed instance costs a dp2 restart: the keep
+    # pause is enough (its symptom is the plainest: the ranks kept working).
+    "dp-pause-completes-before-consensus": "keep",
 }
 
 # The topologies a case runs on, where its behaviours declare more than its fault needs: the

@@ -1,9 +1,9 @@
-"""Pinning a call to one API server of several: the front-ends race to accept, and a starved
-one can lose hundreds of races in a row before it gets its turn."""
+"""Pinning a call to one API server of several: the other front-ends are stopped while its
+connection is accepted, and always continued, whatever the connection did."""
 
 from __future__ import annotations
 
-import itertools
+import signal
 from types import SimpleNamespace
 
 import pytest
@@ -17,58 +17,112 @@ class _Conn:
     def __init__(self) -> None:
         self.sock = None
         self.closed = False
+        self.timeout = 0.0
 
     def close(self) -> None:
         self.closed = True
 
 
-def _server(api_servers: int = 2):
-    return SimpleNamespace(ensure_alive=lambda: None,
-                           config=SimpleNamespace(topology=SimpleNamespace(api_servers=api_servers)))
+def _server(api_servers: int = 2, members: tuple[int, ...] = (11, 22, 33)):
+    return SimpleNamespace(ensure_alive=lambda: None, proc=SimpleNamespace(pid=1),
+                           config=SimpleNamespace(topology=SimpleNamespace(api_servers=api_servers)),
+                           members=members)
 
 
 @pytest.fixture
-def owners(monkeypatch):
-    """Feed _connect the owners of successive connections; no pauses."""
-    monkeypatch.setattr(frontends, "PIN_PAUSE_S", 0.0)
+def engine(monkeypatch):
+    """A fake group: `accepting` are the front-ends; a connection goes to the first of them not
+    stopped (the kernel's favourite), or times out when all are stopped."""
+    signals: list[tuple[int, int]] = []
+    state = SimpleNamespace(signals=signals, accepting=[11, 22], stopped=set(), fail=None)
 
-    def feed(sequence):
-        it = iter(sequence)
-        monkeypatch.setattr(frontends, "_connect", lambda server, timeout=30.0: (_Conn(), next(it)))
+    def kill(pid, sig):
+        signals.append((pid, sig))
+        (state.stopped.add if sig == signal.SIGSTOP else state.stopped.discard)(pid)
 
-    return feed
+    def connect(server, timeout):
+        if state.fail:
+            raise state.fail
+        free = [p for p in state.accepting if p not in state.stopped]
+        if not free:
+            raise TimeoutError("timed out")
+        return _Conn(), free[0]
+
+    monkeypatch.setattr(frontends.os, "kill", kill)
+    monkeypatch.setattr(frontends, "group_members", lambda pgid: [1, 11, 22, 33])
+    monkeypatch.setattr(frontends, "_connect", connect)
+    return state
 
 
-def test_a_front_end_that_loses_300_races_is_still_reached_on_an_extended_wait(owners):
-    owners(itertools.chain([11] * 300, [22]))
-    front = frontends.Frontend(_server(), 22, 5.0, ApiShape())
-    conn = front._pinned()
-    assert not conn.closed
-    [chance] = front.chances
-    assert chance.kind == "extended" and "accepted a connection only after 301 tries" in chance.reason
-
-
-def test_a_front_end_reached_within_a_fair_race_takes_no_second_chance(owners):
-    owners(itertools.chain([11] * (frontends.PIN_FAIR_CONNECTIONS - 1), [22]))
-    front = frontends.Frontend(_server(), 22, 5.0, ApiShape())
+def test_a_call_reaches_the_front_end_the_kernel_does_not_favour(engine):
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape(), others=(11,))
     front._pinned()
-    assert front.chances == []
+    assert engine.signals == [(11, signal.SIGSTOP), (11, signal.SIGCONT)]
+    assert engine.stopped == set()
 
 
-def test_a_front_end_that_never_accepts_is_a_harness_error_at_the_deadline(owners, monkeypatch):
-    monkeypatch.setattr(frontends, "PIN_TIMEOUT_S", 0.05)
-    owners(itertools.repeat(11))
-    with pytest.raises(HarnessError, match=r"no connection to API server pid 22 in \d+ attempts over"):
-        frontends.Frontend(_server(), 22, 5.0, ApiShape())._pinned()
+def test_the_others_are_continued_when_the_connection_fails(engine):
+    engine.fail = ConnectionResetError("reset")
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape(), others=(11,))
+    with pytest.raises(ConnectionResetError):
+        front._pinned()
+    assert engine.stopped == set() and engine.signals[-1] == (11, signal.SIGCONT)
 
 
-def test_the_api_server_probe_waits_for_a_starved_front_end(owners):
-    owners(itertools.chain([11] * 250, [22], itertools.repeat(11)))
+def test_a_front_end_that_does_not_answer_alone_is_the_engines_failure(engine):
+    engine.accepting = [11]  # pid 22 never accepts
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape(), others=(11,))
+    with pytest.raises(AssertionError, match="API server pid 22 did not answer /health"):
+        front._pinned()
+    assert engine.stopped == set()
+
+
+def test_a_connection_taken_by_another_process_is_a_harness_error(engine):
+    engine.accepting = [33, 22]  # a third acceptor the harness did not know of
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape(), others=(11,))
+    with pytest.raises(HarnessError, match="accepted by pid 33, not by API server pid 22"):
+        front._pinned()
+
+
+def test_only_processes_of_the_servers_group_are_signalled(engine):
+    front = frontends.Frontend(_server(), 22, 5.0, ApiShape(), others=(11, 4242))
+    front._pinned()
+    assert {pid for pid, _ in engine.signals} == {11}
+
+
+def test_the_probe_finds_each_front_end_with_the_ones_found_stopped(engine):
     assert frontends.api_server_pids(_server(2)) == [11, 22]
+    assert engine.stopped == set()
 
 
-def test_the_api_server_probe_takes_its_minimum_even_when_all_are_seen(owners):
-    calls = itertools.count()
-    owners(11 if next(calls) % 2 else 22 for _ in itertools.count())
-    assert frontends.api_server_pids(_server(2)) == [11, 22]
-    assert next(calls) >= frontends.MIN_PROBES
+def test_the_probe_stops_at_a_promised_front_end_that_never_accepts(engine):
+    engine.accepting = [11]
+    assert frontends.api_server_pids(_server(2)) == [11]
+
+
+def test_two_threads_pinning_to_different_front_ends_each_reach_their_own(engine, monkeypatch):
+    import threading
+    import time
+
+    def slow_connect(server, timeout):
+        free = [p for p in engine.accepting if p not in engine.stopped]
+        time.sleep(0.05)  # the window in which another thread's stop would interleave
+        return _Conn(), free[0]
+
+    monkeypatch.setattr(frontends, "_connect", slow_connect)
+    fronts = [frontends.Frontend(_server(), 11, 5.0, ApiShape(), others=(22,)),
+              frontends.Frontend(_server(), 22, 5.0, ApiShape(), others=(11,))]
+    errors: list[BaseException] = []
+
+    def pin(front):
+        try:
+            front._pinned()
+        except BaseException as exc:  # judged below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=pin, args=(f,)) for f in fronts for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and engine.stopped == set()

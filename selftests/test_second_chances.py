@@ -20,7 +20,7 @@ def test_a_second_chance_names_a_known_kind_and_a_reason():
 
 def test_the_phrase_names_only_the_kinds_taken_in_order():
     counts = tally([{"kind": "voided"}, {"kind": "retried"}, {"kind": "retried"}, {"kind": "retried"}])
-    assert counts == {"retried": 3, "voided": 1, "extended": 0} and list(counts) == list(KINDS)
+    assert counts == {"retried": 3, "voided": 1} and list(counts) == list(KINDS)
     assert phrase(counts) == "3 retried, 1 voided"
     assert phrase(tally([])) == ""
 
@@ -41,7 +41,7 @@ def test_results_list_every_second_chance_with_its_test_and_the_verdict_counts_t
         {"nodeid": "t::a", "kind": "retried", "reason": "retried because late"},
         {"nodeid": "t::a", "kind": "retried", "reason": "retried because late"},
         {"nodeid": "t::b", "kind": "voided", "reason": "voided because late"}]
-    assert doc["second_chance_counts"] == {"retried": 2, "voided": 1, "extended": 0}
+    assert doc["second_chance_counts"] == {"retried": 2, "voided": 1}
     assert doc["verdict"].startswith("CONFORMANCE PASS -- 3 passed")
     assert doc["verdict"].endswith(" | 2 retried, 1 voided")
 
@@ -54,12 +54,12 @@ def test_a_run_without_second_chances_says_nothing_of_them():
 
 
 def test_workers_second_chances_are_merged_into_the_run():
-    runs = {"gw0": _document([_record("t::a", "pass", "extended")]),
+    runs = {"gw0": _document([_record("t::a", "pass", "voided")]),
             "gw1": _document([_record("t::b", "pass", "retried")])}
     merged = results_mod.merge_runs(runs)
-    assert [(c["nodeid"], c["kind"]) for c in merged["second_chances"]] == [("t::a", "extended"),
+    assert [(c["nodeid"], c["kind"]) for c in merged["second_chances"]] == [("t::a", "voided"),
                                                                            ("t::b", "retried")]
-    assert merged["verdict"].endswith(" | 1 retried, 1 extended")
+    assert merged["verdict"].endswith(" | 1 retried, 1 voided")
 
 
 def test_the_report_lists_each_second_chance_under_its_count():

@@ -49,7 +49,7 @@ def send(front: frontends.Frontend, prompt: str, out: list[Reply | BaseException
 @pytest.mark.parametrize("mode", ["abort", "wait"])
 def test_admission_every_frontend(topology_engine, topology, mode):
     e = topology_engine
-    fronts = frontends.frontends(e.server, e.request_timeout, e.control.shape, e.chances)
+    fronts = frontends.frontends(e.server, e.request_timeout, e.control.shape)
     first, last = fronts[0], fronts[-1]
     agree(fronts, "the awake baseline", sleeping=False, paused=False)
 

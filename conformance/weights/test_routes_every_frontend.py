@@ -25,7 +25,7 @@ def golden_tokens(front: frontends.Frontend) -> list[int]:
 @pytest.mark.topologies("api2")
 def test_routes_every_frontend(goldens, checkpoints, topology_engine, topology_weights):
     e = topology_engine
-    fronts = frontends.frontends(e.server, e.request_timeout, e.control.shape, e.chances)
+    fronts = frontends.frontends(e.server, e.request_timeout, e.control.shape)
     first, last = fronts[0], fronts[-1]
     b = checkpoints["B"]
     reply_is(first.call("POST", "/pause?mode=keep"), 200, {"status": "paused"})

@@ -235,7 +235,7 @@ def test_the_finding_signature_matches_the_ran_while_asleep_message():
     expectations = load_expectations(load_catalog())
     instance = Instance(profile="0.32", release="0.32.0", variant="MRV1-eager", transport="http",
                         params=("level1",), platform="cpu")
-    found, _ = for_instance(expectations, "safety/no-request-while-asleep", "finding", instance)
+    found, _ = for_instance(expectations, "safety/no-request-while-asleep", ("finding",), instance)
     assert found is not None
     met = StateView(True, False, SLEEP_GAUGE[1])
     ran = judges.asleep_hold_problems(gen(["length"], range(TOKENS)), 1, 0, 200,

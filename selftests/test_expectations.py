@@ -31,8 +31,14 @@ behaviours:
 """)
 
 FILE = """
+root_causes:
+  runs-asleep:
+    {title: "[Bug]: a request runs while asleep", code_path: "v1/core/sched/scheduler.py", severity: s}
 findings:
   - behaviour: area/thing-one
+    kind: bug
+    root_cause: runs-asleep
+    vllm_says: {quote: "The engine sleeps.", where: "v1/engine/core.py, EngineCore.sleep docstring"}
     scope: {profiles: ["0.32"], releases: "==0.32.*", variants: [MRV1-eager], params: [level1]}
     signature: 'the request ran while asleep(: completed in [0-9.]+ s)?'
     seen_on: x
@@ -52,7 +58,7 @@ def instance(**kw):
 
 
 def finding_for(inst):
-    return ex.for_instance(ex.parse_expectations(FILE, CATALOG), "area/thing-one", "finding", inst)
+    return ex.for_instance(ex.parse_expectations(FILE, CATALOG), "area/thing-one", ("finding",), inst)
 
 
 def test_in_scope_with_the_signature_is_the_finding():
@@ -95,7 +101,14 @@ def test_a_development_build_of_the_release_is_inside_its_range():
                   "tentative:\n  - behaviour: area/thing-two\n    scope: {profiles: [\"0.32\"]}"),
      r"without an expected failure under their profile: area/thing-two \(0.33\)"),
     (FILE.replace("signature: 'the request", "signature: '(the request"), "not a regular expression"),
-    (FILE.replace("area/thing-one\n    scope", "area/thing-two\n    scope"), "needs a required behaviour"),
+    (FILE.replace("area/thing-one\n    kind", "area/thing-two\n    kind"), "needs a required behaviour"),
+    (FILE.replace("    kind: bug\n", ""), "missing \\['kind'\\]"),
+    (FILE.replace("kind: bug", "kind: platform"), "goes under platform_limits"),
+    (FILE.replace("root_cause: runs-asleep", "root_cause: elsewhere"), "not among root_causes"),
+    (FILE.replace("{quote: \"The engine sleeps.\", where:", "{where:"), "vllm_says must be a mapping"),
+    (FILE.replace("[Bug]: a request", "[Feature]: a request"), "does not say their kind"),
+    (FILE.replace("severity: s}", "severity: s}\n  unused: {title: \"[Bug]: x\", code_path: c, severity: s}"),
+     "named by no entry \\['unused'\\]"),
     (FILE.replace("releases: \"==0.32.*\"", "releases: \"0.32\""), "scope.releases"),
     (FILE.replace("variants: [MRV1-eager]", "variant: [MRV1-eager]"), "unknown scope keys"),
     (FILE.replace("    signature: 'sleep was accepted: 200 [{][}]'\n", ""), "missing \\['signature'\\]"),
@@ -108,7 +121,32 @@ def test_the_expectations_file_is_strict(text, message):
 
 def test_the_real_file_loads_and_covers_every_tentative_behaviour():
     found = ex.load_expectations(load_catalog())
-    assert {e.kind for e in found} == {"finding", "tentative"}
+    assert {e.kind for e in found} == {"finding", "platform", "tentative"}
+    assert {e.finding_kind for e in found} == {"bug", "hardening", "platform", "preview"}
+    assert all(e.root_cause and e.vllm_says for e in found if e.kind != "tentative")
+
+
+PLATFORM = FILE.replace("""tentative:""", """platform_limits:
+  - behaviour: area/thing-one
+    root_cause: no-sleep
+    vllm_says:
+      {quote: "sleep mode is not supported on CPU, ignore it.", where: "v1/worker/cpu_worker.py, sleep"}
+    scope: {profiles: ["0.32"], platforms: [cpu]}
+    signature: 'freed nothing'
+    observed: nothing freed
+tentative:""").replace("severity: s}",
+                       "severity: s}\n  no-sleep: {title: \"CPU: no sleep mode\", code_path: c, severity: s}")
+
+
+def test_a_platform_limit_comes_first_and_is_its_own_outcome():
+    found = ex.parse_expectations(PLATFORM, CATALOG)
+    limit, _ = ex.for_instance(found, "area/thing-one", ("platform", "finding"), instance(platform="cpu"))
+    assert limit is not None and limit.kind == "platform" and limit.label.startswith("platform limit")
+    bug, _ = ex.for_instance(found, "area/thing-one", ("platform", "finding"), instance(platform="cuda"))
+    assert bug is not None and bug.kind == "finding"  # the limit is CPU's; the bug's scope is every platform
+    rep = SimpleNamespace(wasxfail=outcomes._xfail_reason(limit, False), skipped=True, passed=False)
+    assert results.outcome(rep) == "platform-limit"
+    assert 'vLLM says "sleep mode is not supported on CPU, ignore it."' in rep.wasxfail
 
 
 def _gen(**kw) -> Generation:
@@ -150,7 +188,7 @@ def _apply(exc: BaseException | None, expected: outcomes.Expected):
     call = SimpleNamespace(excinfo=_Excinfo(exc) if exc else None)
     rep = SimpleNamespace(when="call", outcome="failed" if exc else "passed", sections=[],
                           longrepr=None, longreprtext="", passed=exc is None, failed=exc is not None,
-                          skipped=False)
+                          skipped=False, user_properties=[])
     outcomes._apply_expectation(item, call, rep)  # type: ignore[arg-type]
     rep.passed, rep.failed, rep.skipped = (rep.outcome == o for o in ("passed", "failed", "skipped"))
     return rep
@@ -159,7 +197,9 @@ def _apply(exc: BaseException | None, expected: outcomes.Expected):
 def test_plugin_turns_only_the_matching_judgement_into_the_finding():
     found, _ = finding_for(instance())
     expected = outcomes.Expected("required", found, ())
-    assert results.outcome(_apply(AssertionError("the request ran while asleep"), expected)) == "finding"
+    matched = _apply(AssertionError("the request ran while asleep"), expected)
+    assert results.outcome(matched) == "finding"
+    assert matched.user_properties == [("root_cause", "runs-asleep")]  # the report groups by it
     other = _apply(AssertionError("expected 200; observed 500"), expected)
     assert results.outcome(other) == "fail"
     assert "not the known finding" in (results.expectation_note(other) or "")
@@ -170,7 +210,7 @@ def test_plugin_turns_only_the_matching_judgement_into_the_finding():
 
 
 def test_plugin_tentative_failure_must_be_the_expected_one():
-    tentative = ex.for_instance(ex.parse_expectations(FILE, CATALOG), "area/thing-two", "tentative",
+    tentative = ex.for_instance(ex.parse_expectations(FILE, CATALOG), "area/thing-two", ("tentative",),
                                 instance())[0]
     expected = outcomes.Expected("tentative", tentative, ())
     assert results.outcome(_apply(AssertionError("sleep was accepted: 200 {}"), expected)) == "tentative-fail"
@@ -408,12 +448,12 @@ def test_every_real_expectation_has_a_whole_message_here():
 def test_a_cpu_finding_does_not_excuse_the_same_failure_on_cuda():
     text = FILE.replace("variants: [MRV1-eager], params", "platforms: [cpu], variants: [MRV1-eager], params")
     found = ex.parse_expectations(text, CATALOG)
-    on_cpu, _ = ex.for_instance(found, "area/thing-one", "finding", instance(platform="cpu"))
+    on_cpu, _ = ex.for_instance(found, "area/thing-one", ("finding",), instance(platform="cpu"))
     assert on_cpu is not None and ex.judge_failure(on_cpu, [], "the request ran while asleep").matched
-    on_cuda, outside = ex.for_instance(found, "area/thing-one", "finding", instance(platform="cuda"))
+    on_cuda, outside = ex.for_instance(found, "area/thing-one", ("finding",), instance(platform="cuda"))
     assert on_cuda is None and "platform cuda not in ['cpu']" in outside[0]
     assert not ex.judge_failure(on_cuda, outside, "the request ran while asleep").matched
-    unknown, outside = ex.for_instance(found, "area/thing-one", "finding", instance())
+    unknown, outside = ex.for_instance(found, "area/thing-one", ("finding",), instance())
     assert unknown is None and "target platform unknown" in outside[0]
     assert not ex.finding_reached(found, "area/thing-one", instance(platform="cuda", params=()))
     # No platforms: any platform, as before.

@@ -75,10 +75,23 @@ def test_tentative_failures_and_findings_are_listed_with_their_transport():
                                "variant": "MRV1-eager", "transport": "offline", "engine": "LLM-MP0",
                                "outcome": "tentative-fail",
                                "message": "Failed: in-process sleep() raised ValueError: 'wait'"})
-    md = report.render_markdown(results)
+    for name, outcome, cause in (("custody/abort-held-request", "finding", "stream-abort"),
+                                 ("custody/abort-before-first-token", "finding", "stream-abort"),
+                                 ("mechanism/memory-freed-for-others", "platform-limit", "cpu-sleep")):
+        results["results"].append({"nodeid": f"conformance/{name}.py::t", "behaviour": name,
+                                   "variant": "MRV1-eager", "transport": "http", "outcome": outcome,
+                                   "message": f"{name} failed", "properties": {"root_cause": cause}})
+    md = report.render_markdown(results, {"stream-abort": "[Bug]: streams end with no finish_reason"})
     assert ("- custody/inproc-drain-before-offload (offline LLM-MP0, tentative-fail): Failed: "
             "in-process sleep() raised ValueError: 'wait'") in md
-    assert "Tentative failures and known findings" in report.render_html(results)
+    # One heading per root cause holding its findings; platform limits and tentative ones apart.
+    cause = md.index("### [Bug]: streams end with no finish_reason")
+    platform = md.index(f"### {report.PLATFORM_GROUP}")
+    tentative = md.index(f"### {report.TENTATIVE_GROUP}")
+    assert cause < md.index("- custody/abort-held-request (http, finding)") < platform < tentative
+    assert cause < md.index("- custody/abort-before-first-token (http, finding)") < platform
+    assert platform < md.index("- mechanism/memory-freed-for-others (http, platform-limit)") < tentative
+    assert "Known findings by root cause" in report.render_html(results)
 
 
 def test_harness_retries_are_listed_per_test():

@@ -322,3 +322,21 @@ def test_the_sweep_reads_a_releases_reproducers_beside_its_run(tmp_path: Path) -
     cli.write_report(tmp_path, {"0.31.0": {"status": "ran", "reason": None, "facts": {}}})
     cell = row(json.loads((tmp_path / "matrix.json").read_text()), "a")["cells"]["0.31.0"]
     assert cell["reproducer_exit"] == 0
+
+
+def test_findings_are_grouped_by_root_cause_across_releases() -> None:
+    def caused(behaviour: str, outcome: str, cause: str) -> dict[str, Any]:
+        return rec(behaviour, outcome) | {"properties": {"root_cause": cause}}
+
+    m = matrix.build([ran("0.30.0", caused("flags/partial-wake", "finding", "gauge"),
+                          caused("flags/scheduling-tag", "finding", "gauge"),
+                          caused("mechanism/memory", "platform-limit", "cpu-sleep")),
+                      ran("0.31.0", rec("flags/partial-wake", "finding-fixed"),
+                          caused("mechanism/memory", "platform-limit", "cpu-sleep"))])
+    assert m["root_causes"] == [
+        {"root_cause": "cpu-sleep", "behaviours": ["mechanism/memory"], "releases": ["0.30.0", "0.31.0"]},
+        {"root_cause": "gauge", "behaviours": ["flags/partial-wake", "flags/scheduling-tag"],
+         "releases": ["0.30.0"]}]
+    assert row(m, "mechanism/memory")["cells"]["0.31.0"]["outcome"] == "platform-limit"
+    assert "| gauge | 0.30.0 | flags/partial-wake, flags/scheduling-tag |" in matrix.render_md(m)
+    assert 'id="root-causes"' in matrix.render_html(m)

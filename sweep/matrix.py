@@ -28,19 +28,21 @@ BROKEN = frozenset({"fail", "finding", "tentative-fail"})
 # behaviour is judged on the instances that can run on that release; the cell marks the others
 # apart. An outcome this module does not know (a newer suite) ranks as an error: never a pass.
 RANK = {ABSENT: -4, "notrun": -3, NOT_APPLICABLE: -2, "skip": -1, "pass": 0, "tentative-pass": 1,
-        "tentative-fail": 2, "finding-fixed": 3, "finding": 4, "fail": 6, "error": 7,
-        RUN_ERROR: 8, NOT_INSTALLABLE: 9}
+        "tentative-fail": 2, "finding-fixed": 3, "platform-limit": 3.5, "finding": 4, "fail": 6,
+        "error": 7, RUN_ERROR: 8, NOT_INSTALLABLE: 9}
 # Outcomes of instances that did not run, marked beside a verdict from those that did.
 _APART = {NOT_APPLICABLE: "n/a", "skip": "skip"}
 _UNKNOWN_RANK = RANK["error"]
 
 # Markdown/HTML glyphs: short enough for a wide table, the legend says what each one means.
 SYMBOL = {"pass": "pass", "tentative-pass": "t-pass", "finding-fixed": "fixed", "tentative-fail": "t-fail",
-          "finding": "finding", "skip": "skip", "fail": "FAIL", "error": "ERROR", "notrun": "not run",
+          "finding": "finding", "platform-limit": "platform", "skip": "skip", "fail": "FAIL",
+          "error": "ERROR", "notrun": "not run",
           NOT_APPLICABLE: "n/a", NOT_INSTALLABLE: "not installable", RUN_ERROR: "run error",
           ABSENT: "—"}
 COLOUR = {"pass": "#c8e6c9", "tentative-pass": "#dcedc8", "finding-fixed": "#dcedc8",
-          "tentative-fail": "#fff9c4", "finding": "#ffe0b2", "skip": "#eeeeee", "fail": "#ffcdd2",
+          "tentative-fail": "#fff9c4", "finding": "#ffe0b2", "platform-limit": "#d7ccc8", "skip": "#eeeeee",
+          "fail": "#ffcdd2",
           "error": "#ef9a9a", "notrun": "#e0e0e0", NOT_APPLICABLE: "#e3f2fd",
           NOT_INSTALLABLE: "#d7ccc8", RUN_ERROR: "#ef9a9a", ABSENT: "#ffffff"}
 
@@ -74,7 +76,7 @@ def normalise(outcome: object) -> str:
     return _ALIASES.get(text.lower(), text)
 
 
-def rank(outcome: str) -> int:
+def rank(outcome: str) -> float:
     return RANK.get(outcome, _UNKNOWN_RANK)
 
 
@@ -83,7 +85,8 @@ def cell_of(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     worst: Mapping[str, Any] | None = None
     n = 0
     tally: dict[str, int] = {}
-    for record in records:
+    records_seen = list(records)
+    for record in records_seen:
         n += 1
         out = normalise(record.get("outcome"))
         tally[out] = tally.get(out, 0) + 1
@@ -91,9 +94,11 @@ def cell_of(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             worst = record
     if worst is None:
         return {"outcome": ABSENT, "instances": 0, "message": "", "outcomes": {}}
+    causes = sorted({str(cause) for r in records_seen
+                     if (cause := (r.get("properties") or {}).get("root_cause"))})
     return {"outcome": normalise(worst.get("outcome")), "instances": n,
             "message": str(worst.get("message") or "")[:500], "nodeid": worst.get("nodeid"),
-            "outcomes": tally}
+            "outcomes": tally, "root_causes": causes}
 
 
 def first_holds(cells: Sequence[tuple[str, str]]) -> str | None:
@@ -178,8 +183,31 @@ def build(runs: Iterable[ReleaseRun], behaviours: Iterable[str] = ()) -> dict[st
             "target_version": _target_version(results),
             "facts": dict(run.facts or {}),
         })
-    return {"releases": releases, "behaviours": rows,
+    return {"releases": releases, "behaviours": rows, "root_causes": root_causes(rows, names),
             "legend": {"holds": sorted(HOLDS), "does_not_hold": sorted(BROKEN)}}
+
+
+def root_causes(rows: Sequence[Mapping[str, Any]], releases: Sequence[str]) -> list[dict[str, Any]]:
+    """The findings grouped by the root cause their records name: its behaviours and the releases
+    it shows on (oldest first), one fix per row."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for row in rows:
+        for release, cell in row["cells"].items():
+            for cause in cell.get("root_causes") or ():
+                group = found.setdefault(cause, {"behaviours": set(), "releases": set()})
+                group["behaviours"].add(row["behaviour"])
+                group["releases"].add(release)
+    return [{"root_cause": cause, "behaviours": sorted(g["behaviours"]),
+             "releases": [r for r in releases if r in g["releases"]]} for cause, g in sorted(found.items())]
+
+
+def _causes_md(matrix: Mapping[str, Any]) -> list[str]:
+    causes = matrix.get("root_causes") or []
+    if not causes:
+        return []
+    return ["", "## Findings by root cause", "", "| root cause | shows on | behaviours |", "|---|---|---|",
+            *[f"| {c['root_cause']} | {', '.join(c['releases'])} | {', '.join(c['behaviours'])} |"
+              for c in causes]]
 
 
 def _reproducer_exit(run: ReleaseRun, behaviour: str) -> int | None:
@@ -242,6 +270,7 @@ def render_md(matrix: Mapping[str, Any]) -> str:
         stops = ", ".join(f"{s['release']} (held on {s['held_on']})" for s in row["stopped_holding"])
         lines.append(f"| {row['behaviour']} | " + " | ".join(cells)
                      + f" | {row['first_holds'] or '—'} | {stops or '—'} | {row.get('fixed_in') or '—'} |")
+    lines += _causes_md(matrix)
     lines += ["", "Legend: " + ", ".join(f"{v} = {k}" for k, v in SYMBOL.items()) + ".",
               "A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail; "
               "other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the "
@@ -278,6 +307,11 @@ def render_html(matrix: Mapping[str, Any]) -> str:
                     f"<td>{esc(row.get('fixed_in') or '—')}</td></tr>")
     head = "".join(f"<th>{esc(r)}</th>" for r in releases)
     legend = ", ".join(f"{esc(v)} = {esc(k)}" for k, v in SYMBOL.items())
+    causes = "".join(f"<tr><td>{esc(c['root_cause'])}</td><td>{esc(', '.join(c['releases']))}</td>"
+                     f"<td>{esc(', '.join(c['behaviours']))}</td></tr>"
+                     for c in matrix.get("root_causes") or [])
+    causes = (f'<h2>Findings by root cause</h2><table id="root-causes"><tr><th>root cause</th>'
+              f'<th>shows on</th><th>behaviours</th></tr>{causes}</table>') if causes else ""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>vLLM release sweep</title>
 <style>body{{font-family:sans-serif}} td,th{{border:1px solid #ccc;padding:2px 6px;font-size:13px}}
 table{{border-collapse:collapse}}</style></head><body>
@@ -287,6 +321,7 @@ table{{border-collapse:collapse}}</style></head><body>
 <h2>Matrix</h2><table id="matrix"><tr><th>behaviour</th>{head}<th>first holds</th>
 <th>stopped holding</th><th>fixed in</th></tr>
 {''.join(body)}</table>
+{causes}
 <p>Legend: {legend}. A behaviour holds on pass, t-pass, fixed; it does not hold on FAIL, finding, t-fail;
 other cells say nothing either way. A +n/a or +skip suffix: the verdict is that of the instances that
 ran; others were not applicable or skipped on that release. r1 / r0: the finding's standalone

@@ -469,3 +469,26 @@ def test_every_real_finding_was_seen_on_cpu_only():
 def test_the_plugin_instance_carries_the_target_platform():
     state = SimpleNamespace(profile="0.32", target=SimpleNamespace(vllm_version="0.32.0", platform="cuda"))
     assert outcomes.instance_of(state, Instance(None, "http")).platform == "cuda"  # type: ignore[arg-type]
+
+
+def test_a_platform_limit_needs_the_engines_own_words_in_its_log():
+    text = PLATFORM.replace("    signature: 'freed nothing'",
+                            "    engine_log: \"ignore it.\"\n    signature: 'freed nothing'")
+    limit, _ = ex.for_instance(ex.parse_expectations(text, CATALOG), "area/thing-one", ("platform",),
+                               instance(platform="cpu"))
+    assert limit is not None
+    expected = outcomes.Expected("required", limit, ())
+    said = _apply_logged(AssertionError("freed nothing"), expected, "WARNING sleep ... ignore it.\n")
+    assert results.outcome(said) == "platform-limit"
+    silent = _apply_logged(AssertionError("freed nothing"), expected, "INFO started\n")
+    assert results.outcome(silent) == "fail"
+    assert "the engine's log does not say 'ignore it.'" in (results.expectation_note(silent) or "")
+
+
+def _apply_logged(exc: BaseException, expected: outcomes.Expected, log: str):
+    item = SimpleNamespace(stash={outcomes.EXPECTED: expected})
+    rep = SimpleNamespace(when="call", outcome="failed", sections=[], longrepr=None, longreprtext="",
+                          passed=False, failed=True, skipped=False, user_properties=[])
+    outcomes._apply_expectation(item, SimpleNamespace(excinfo=_Excinfo(exc)), rep, log)  # type: ignore[arg-type]
+    rep.passed, rep.failed, rep.skipped = (rep.outcome == o for o in ("passed", "failed", "skipped"))
+    return rep

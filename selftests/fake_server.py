@@ -5,6 +5,8 @@ Behaviour is chosen by environment variables so launch configs can differ:
   FAKE_CHILD=1            also start a child that ignores SIGTERM (group kill must reach it)
   FAKE_LOG="text"         printed at start (runner / dev-mode log lines)
   FAKE_RUNNER_V2=0|1      what /server_info reports for VLLM_USE_V2_MODEL_RUNNER
+  FAKE_SLEEP_MODE=off     vLLM's non-default-args line leaves sleep mode out whatever the
+                          arguments say (by default it names it when --enable-sleep-mode is given)
   FAKE_POST=ok|hang|die   every POST answers {} | never answers | kills the server
   FAKE_FATAL_ON=/route    the engine's own death on a POST to that route: vLLM's fatal-error
                           lines, then the exit
@@ -117,6 +119,11 @@ def main() -> None:
     args = sys.argv[1:]
     port = int(args[args.index("--port") + 1])
     print(os.environ.get("FAKE_LOG", "fake server starting"), flush=True)
+    reported = {"port": port}
+    if "--enable-sleep-mode" in args and os.environ.get("FAKE_SLEEP_MODE") != "off":
+        reported["enable_sleep_mode"] = True
+    print(f"(APIServer pid={os.getpid()}) INFO 12-06 00:00:00 [api_utils.py:286] non-default args: "
+          f"{reported!r}", flush=True)
     mode = os.environ.get("FAKE_MODE", "ok")
     if mode == "exit":
         print("fatal: refusing to start", flush=True)

@@ -26,7 +26,8 @@ from selftests.conftest import write_fake_python
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_NVML = Path(__file__).with_name("fake_nvml")
 PROBE = {"distribution": "vllm", "vllm_version": "0.32.0", "torch_version": "2.13.0",
-         "platform": "cuda", "has_triton": True, "cuda_available": True, "device_name": "fake"}
+         "platform": "cuda", "has_triton": True, "cuda_available": True, "device_name": "fake",
+         "sleep_mode_available": True}
 SELECTION = "MRV1 and (device_memory or memory_freed_for_others)"
 PER_LEVEL = "test_device_memory_per_level"
 STABLE = "test_device_memory_stable"
@@ -101,6 +102,15 @@ def test_a_broken_gpu_engine_fails_the_behaviour_about_it(tmp_path, fault, sizes
     assert f"{record['behaviour']} {measurement}: observed" in record["message"], record["message"]
     assert not measured(record)[measurement]["ok"]
     assert "error" not in {r["outcome"] for r in ran.values()}, out
+
+
+def test_a_gpu_engine_started_without_sleep_mode_is_an_error_not_a_fail(tmp_path):
+    """The launch passes --enable-sleep-mode; an engine whose own report leaves it out is a
+    misconfigured launch: every test on it errors at the start, none fails the engine."""
+    ran, out = run_gpu_suite(tmp_path, FAKE_SLEEP_MODE="off")
+    assert {r["outcome"] for r in ran.values()} == {"error"} and len(ran) == 3, out
+    assert all("the platform has sleep mode but the engine reports enable_sleep_mode=False"
+               in r["message"] for r in ran.values()), out
 
 
 def test_a_cuda_target_without_pynvml_is_an_error_not_a_skip(tmp_path):

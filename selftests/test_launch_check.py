@@ -8,24 +8,29 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
-from fixtures.axes.variants import VARIANTS
+from fixtures.axes.variants import VARIANTS, Variant
 from fixtures.launching import launch_check
+from fixtures.launching.environments import SLEEP_MODE_FLAG
+from fixtures.spec.upstream_snapshot import ServerArgs, Snapshot, load_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _flags_in(node: ast.AST) -> set[str]:
     return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and n.value.startswith("--")}
+            and re.fullmatch(r"--[a-z0-9-]+", n.value)}
 
 
 def suite_flags() -> set[str]:
     """Every flag the suite passes at launch: the launch recipes and tests' with_args."""
-    flags = _flags_in(ast.parse((ROOT / "fixtures" / "launching" / "recipes.py").read_text()))
+    flags: set[str] = set()
+    for module in ("recipes.py", "environments.py"):
+        flags |= _flags_in(ast.parse((ROOT / "fixtures" / "launching" / module).read_text()))
     for path in (ROOT / "conformance").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "with_args":
@@ -50,6 +55,79 @@ def test_arguments_are_what_the_server_manager_passes():
     argv = launch_check.arguments(launch)
     assert argv[:2] == ["--model", "embedded"] and "--enforce-eager" in argv
     assert argv[argv.index("--max-model-len") + 1] == "131072" and "--port" in argv
+
+
+# -- parity with vLLM's own lifecycle tests (conformance/upstream_snapshot.yaml), no vLLM --------
+
+def test_every_gpu_launch_starts_as_vllms_lifecycle_tests_do():
+    upstream = load_snapshot()
+    gpu = [launch for launch in launch_check.launches() if launch.sleep_mode_platform]
+    cpu = [launch for launch in launch_check.launches() if not launch.sleep_mode_platform]
+    assert gpu and cpu and {launch.offline for launch in gpu} == {True, False}
+    assert [p for launch in gpu for p in launch_check.parity_problems(launch, upstream)] == []
+    assert all(SLEEP_MODE_FLAG in launch_check.arguments(launch) for launch in gpu)
+    # vLLM refuses sleep mode where its platform has none: the CPU launches stay as they were.
+    assert not any(SLEEP_MODE_FLAG in launch_check.arguments(launch) for launch in cpu)
+
+
+def test_what_the_suite_does_not_follow_is_upstreams_and_never_sleep_mode():
+    upstream = load_snapshot()
+    stale = set(launch_check.NOT_FOLLOWED) - upstream.flag_names
+    assert not stale, f"exemptions of flags upstream no longer passes: {stale}"
+    assert not {SLEEP_MODE_FLAG, "--gpu-memory-utilization"} & set(launch_check.NOT_FOLLOWED)
+    assert all(reason.strip() for reason in launch_check.NOT_FOLLOWED.values())
+
+
+UPSTREAM = Snapshot("0.32.0", (
+    ServerArgs("tests/rl/conftest.py::ARGS", (("--enable-sleep-mode", None), ("--enforce-eager", None),
+                                             ("--gpu-memory-utilization", "0.75"), ("--dtype", "bfloat16"))),
+    ServerArgs("tests/rl/test_x.py::t::args", (("--enable-sleep-mode", None), ("--swap-space", "4"))),
+), "tests/rl", ("test_x.py::t",))
+
+
+def _gpu(label: str, graphs: bool = False) -> launch_check.Launch:
+    return next(launch for launch in launch_check.launches() if launch.sleep_mode_platform
+                and launch.config.label == label and launch.config.variant.cuda_graphs == graphs)
+
+
+def _without(launch: launch_check.Launch, *drop: str, **replace: str) -> launch_check.Launch:
+    args = list(launch.config.args)
+    for flag in drop:
+        del args[args.index(flag)]
+    for flag, value in replace.items():
+        args[args.index(flag) + 1] = value
+    return dataclasses.replace(launch, config=dataclasses.replace(launch.config, args=tuple(args)))
+
+
+@pytest.mark.parametrize("label", ["shared", "offline-LLM-MP1"])
+def test_a_gpu_launch_unlike_upstreams_is_a_problem(label: str):
+    launch = _gpu(label)
+    found = launch_check.parity_problems(_without(launch, SLEEP_MODE_FLAG), UPSTREAM)
+    assert found == [f"{launch.name}: lacks --enable-sleep-mode, which vLLM 0.32.0's lifecycle tests "
+                     f"pass (tests/rl/conftest.py::ARGS)",
+                     f"{launch.name}: lacks --swap-space, which vLLM 0.32.0's lifecycle tests pass "
+                     f"(tests/rl/test_x.py::t::args)"]
+    other = _without(launch, **{"--gpu-memory-utilization": "0.9"})
+    assert f"{launch.name}: passes --gpu-memory-utilization 0.9; vLLM 0.32.0's lifecycle tests pass 0.75" \
+        in launch_check.parity_problems(other, UPSTREAM)
+    # --dtype is not followed, with its reason; --enforce-eager is the eager variants' own.
+    assert not any("--dtype" in p or "--enforce-eager" in p
+                   for p in launch_check.parity_problems(launch, UPSTREAM))
+
+
+def test_the_graph_variant_need_not_turn_graphs_off_but_an_eager_one_must(monkeypatch):
+    assert launch_check.parity_problems(_gpu("shared", graphs=True), load_snapshot()) == []
+    eager = _gpu("shared")
+    monkeypatch.setattr(Variant, "launch_args", property(lambda self: ()))  # no variant turns graphs off
+    assert launch_check.parity_problems(_gpu("shared", graphs=True), load_snapshot()) == []
+    assert launch_check.parity_problems(eager, load_snapshot()) == [
+        f"{eager.name}: lacks --enforce-eager, which vLLM 0.32.0's lifecycle tests pass "
+        f"(tests/entrypoints/rl/conftest.py::_BASE_ARGS)"]
+
+
+def test_a_cpu_launch_is_not_held_to_sleep_mode():
+    cpu = next(launch for launch in launch_check.launches() if not launch.sleep_mode_platform)
+    assert launch_check.parity_problems(cpu, UPSTREAM) == []
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,8 @@ def suite(**options: str):
 
 def target(platform: str = "cpu", version: str = "0.32.0") -> TargetInfo:
     return TargetInfo(python="", distribution=None, vllm_version=version, torch_version="", platform=platform,
-                      has_triton=False, cuda_available=platform == "cuda", device_name=None)
+                      has_triton=False, cuda_available=platform == "cuda", device_name=None,
+                      sleep_mode_available=platform in ("cuda", "rocm", "xpu"))
 
 
 def local_model(tmp_path: Path) -> str:
@@ -72,6 +73,21 @@ def test_the_base_config_follows_the_model_the_release_the_fault_and_the_platfor
     gpu = dict(recipes.base_config(VARIANT, suite(), target("cuda"), "m", second).env)
     assert gpu["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1" and gpu["CUDA_VISIBLE_DEVICES"] == "1"
     assert "VLLM_CPU_OMP_THREADS_BIND" not in gpu
+
+
+@pytest.mark.parametrize("platform", ["cuda", "xpu"])
+def test_every_engine_on_a_platform_with_sleep_mode_starts_with_it(platform):
+    memory = ("--enable-sleep-mode", "--gpu-memory-utilization", "0.75")
+    on = target(platform)
+    base = recipes.base_config(VARIANT, suite(), on, "m", Placement())
+    offline = recipes.offline_config(VARIANT, suite(), on, "m", BY_NAME["LLM-MP1"], Placement())
+    for config in (base, offline, recipes.offline_config(VARIANT, suite(), on, "m", BY_NAME["AsyncLLM-MP0"],
+                                                         Placement())):
+        at = config.args.index("--enable-sleep-mode")
+        assert config.args[at:at + 3] == memory, config.args
+    # vLLM refuses the flag where its platform has no sleep mode
+    cpu = recipes.base_config(VARIANT, suite(), target(), "m", FOUR)
+    assert not {"--enable-sleep-mode", "--gpu-memory-utilization"} & set(cpu.args)
 
 
 def test_a_sync_path_of_the_users_replaces_the_suites_worker_extension():

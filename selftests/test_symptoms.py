@@ -24,6 +24,7 @@ from fixtures.observing.client import Generation
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.observing.offline import Called
 from fixtures.observing.sync_state import Seen, StateSnapshot
+from fixtures.observing.weight_sync import WeightCall
 from thresholds import judges as measured
 from thresholds import load_limits
 from vllm_lifecycle.faults.registry import FAULTS
@@ -72,6 +73,18 @@ def finish_resumed(paused: str | None, held: bool, arrival_tokens: int = 3) -> l
 def _loaded(engine: int, file: str) -> str:
     """vllm_lifecycle/weight_transfer/backend.py's line for a chunk of five a worker loaded."""
     return f"vllm-lifecycle-weights: loaded 5 tensor(s) from {file} (dp{engine} pid {100 + engine})"
+
+
+def _init(engine: int, trainer: str = "conformance-suite") -> str:
+    """backend.py's line for an init that reached a worker's engine."""
+    return f"vllm-lifecycle-weights: init from trainer {trainer!r} (dp{engine} pid {100 + engine})"
+
+
+# A dp2 session as the suite records it: the init, then one chunk per engine.
+INIT_SESSION = [
+    WeightCall("/init_weight_transfer_engine", {"init_info": {"trainer": "conformance-suite"}}, 200, {}),
+    WeightCall("/update_weights", {"update_info": [{"path": f"/x/B-dp{i}.safetensors", "names": None}
+                                                   for i in (0, 1)]}, 200, {})]
 
 
 def state_is(context: str, expected: StateView, seen: StateView) -> str:
@@ -238,6 +251,10 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("weights-dp-reads-entry-0", "weights/sync-reaches-every-rank"): wj.rank_load_problems(
         [_loaded(0, "B-dp0.safetensors"), _loaded(1, "B-dp0.safetensors")],
         {0: [wj.Load("B-dp0.safetensors", 5)], 1: [wj.Load("B-dp1.safetensors", 5)]}, "the sync of B"),
+    # The init reached engine 0's worker only: engine 1 loaded its chunks with no init before.
+    ("weights-init-first-engine-only", "weights/sync-reaches-every-rank"): wj.rank_init_problems(
+        [_init(0), _loaded(0, "B-dp0.safetensors"), _loaded(1, "B-dp1.safetensors")], INIT_SESSION,
+        "the sync of B"),
     ("weights-version-without-weights", "weights/sync-lands"): wj.serves_problems(
         {"the engine": [7, 8]}, "B", {"A": [7, 8], "B": [1, 2]}, "after the sync"),
     ("weights-version-without-weights", "weights/rl-cycle"): wj.serves_problems(
@@ -309,7 +326,12 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         *wj.rank_load_problems(
             [_loaded(0, "B-dp1.safetensors"), _loaded(2, "B-dp0.safetensors")],
             {0: [wj.Load("B-dp0.safetensors", 5)], 1: [wj.Load("B-dp1.safetensors", 5)]}, "s"),
-        "s: engine 1 loaded 4 tensor(s) from B-dp1.safetensors in chunk 1, its entry names 5"],
+        "s: engine 1 loaded 4 tensor(s) from B-dp1.safetensors in chunk 1, its entry names 5",
+        # an init that reached engine 1 with another trainer, or missed engine 0 only
+        *wj.rank_init_problems([_init(0), _init(1, "other"), _loaded(0, "B-dp0.safetensors"),
+                                _loaded(1, "B-dp1.safetensors")], INIT_SESSION, "s"),
+        *wj.rank_init_problems([_init(1), _loaded(0, "B-dp0.safetensors"),
+                                _loaded(1, "B-dp1.safetensors")], INIT_SESSION, "s")],
     # Every engine cut (keep-aborts on each rank), or only the first: not one rank off the others.
     "custody/pause-in-flight": [
         on_engines("/pause?mode=keep", "abort", "abort"),
@@ -435,6 +457,7 @@ CROSS_CHECKED = {
     ("weights-update-counted-twice", "weights/operation-metrics"),
     ("weights-finish-resumes", "weights/sync-leaves-state"),
     ("weights-dp-reads-entry-0", "weights/sync-reaches-every-rank"),
+    ("weights-init-first-engine-only", "weights/sync-reaches-every-rank"),
 }
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]

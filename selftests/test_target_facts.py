@@ -12,7 +12,7 @@ from fixtures.launching.target import _MARK, describe, parse_probe_output
 
 PROBE = {"distribution": "vllm", "vllm_version": "0.34.0.dev12+g1a2b3c.cpu", "torch_version": "2.9.0+cpu",
          "platform": "cpu", "has_triton": False, "cuda_available": False, "device_name": None,
-         "vllm_location": "/src/vllm/vllm"}
+         "vllm_location": "/src/vllm/vllm", "sleep_mode_available": False}
 
 
 def test_the_location_is_a_target_fact_recorded_and_described():
@@ -38,6 +38,8 @@ def test_the_probe_reports_where_vllm_is_installed():
     info = target_mod.probe_target(sys.executable)
     assert info.vllm_location == str(Path(vllm.__file__).resolve().parent)
     assert info.vllm_version == vllm.__version__
+    # vLLM's platform says whether it has sleep mode; the CPU platform has none.
+    assert info.sleep_mode_available is (info.platform in ("cuda", "rocm", "xpu"))
 
 
 def test_a_handed_down_probe_is_used_only_for_the_same_interpreter(monkeypatch):

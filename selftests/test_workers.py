@@ -123,7 +123,8 @@ def test_four_workers_on_a_fake_gpu_target_make_one_run(tmp_path):
     from selftests.conftest import write_fake_python
 
     probe = {"distribution": "vllm", "vllm_version": "0.32.0", "torch_version": "2.13.0",
-             "platform": "cuda", "has_triton": True, "cuda_available": True, "device_name": "fake"}
+             "platform": "cuda", "has_triton": True, "cuda_available": True, "device_name": "fake",
+             "sleep_mode_available": True}
     python = write_fake_python(tmp_path, probe)
     report = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_LIFECYCLE", "FAKE_"))}

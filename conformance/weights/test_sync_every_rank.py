@@ -1,12 +1,18 @@
 """Under data parallelism a sync reaches every engine: per-rank chunks, each rank's own output,
-and each rank's own load of its own entry (its worker's log line); on a GPU target also through
-vLLM's own nccl trainer (a broadcast from rank 0)."""
+each rank's worker initialised by the session's init, and each rank's own load of its own entry
+(its worker's log lines); on a GPU target also through vLLM's own nccl trainer (a broadcast from
+rank 0)."""
 
 import pytest
 
 from fixtures.judging.assertions import reply_is
 from fixtures.judging.assertions import serves as assert_serves
-from fixtures.judging.weight_judges import expected_loads, rank_load_problems, version_problems
+from fixtures.judging.weight_judges import (
+    expected_loads,
+    rank_init_problems,
+    rank_load_problems,
+    version_problems,
+)
 from fixtures.observing import server_log
 from fixtures.observing.weight_sync import packed_chunks, vllm_trainer_client
 
@@ -23,8 +29,9 @@ def sync_packed(e, w, checkpoint, version, n, step):
     def own_loads() -> list[str]:
         if w.path is not None:  # a user's or vLLM's trainer: not the suite's backend, no such lines
             return []
-        return rank_load_problems(server_log.lines_since(e.server.log_path, mark),
-                                  expected_loads(w.calls[first:]), step)
+        lines = server_log.lines_since(e.server.log_path, mark)
+        return (rank_load_problems(lines, expected_loads(w.calls[first:]), step)
+                + rank_init_problems(lines, w.calls[first:], step))
     return own_loads
 
 

@@ -1,13 +1,14 @@
 """Under data parallelism a sync through the Python API reaches every engine: AsyncLLM's weight
 methods with a per-engine update_info list in packed chunks, each engine's own output asked for
-by data_parallel_rank, and each engine's own load of its own entry (the host's log holds its
-engine processes' lines)."""
+by data_parallel_rank, each engine's worker initialised by the session's init, and each engine's
+own load of its own entry (the host's log holds its engine processes' lines)."""
 
 import pytest
 
 from fixtures.judging import golden
 from fixtures.judging.weight_judges import (
     expected_loads,
+    rank_init_problems,
     rank_load_problems,
     serves_problems,
     version_problems,
@@ -28,7 +29,9 @@ def push_alone(offline, w, checkpoint, version, n, step) -> list[str]:
     log = offline.server.log_path
     mark, first = server_log.mark(log), len(w.calls)
     w.push(checkpoint, version, engines=n, chunking=packed_chunks)
-    return rank_load_problems(server_log.lines_since(log, mark), expected_loads(w.calls[first:]), step)
+    lines = server_log.lines_since(log, mark)
+    return (rank_load_problems(lines, expected_loads(w.calls[first:]), step)
+            + rank_init_problems(lines, w.calls[first:], step))
 
 
 @pytest.mark.behaviour("weights/sync-reaches-every-rank")

@@ -367,6 +367,17 @@ def update_reaches_first_engine(original: Fn) -> Fn:
     return update_weights
 
 
+def init_reaches_first_engine(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def init_weight_transfer_engine(self: Any, init_info: dict[str, Any]) -> None:
+        # The bug: the init is acknowledged on every engine but the first, and never handed to
+        # its weight-transfer engine.
+        if getattr(self.parallel_config, "data_parallel_index", 0) > 0:
+            return None
+        return original(self, init_info)
+    return init_weight_transfer_engine
+
+
 def update_drops_every_chunk(original: Fn) -> Fn:
     # The bug: every chunk is acknowledged and dropped; finish still commits the version.
     return _update_loading_only(original, lambda name: False)

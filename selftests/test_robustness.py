@@ -73,7 +73,8 @@ def test_a_server_that_dies_mid_test_is_an_error_and_the_run_goes_on(fake_python
     assert (report / "report.html").is_file() and (report / "report.md").is_file()
 
 
-def _run_fatal(tmp_path: Path, fatal_error: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+def _run_fatal(tmp_path: Path, fatal_error: str | None = None
+               ) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
     """The pause/resume test against a fake engine whose loop dies on /pause (its log names
     `fatal_error`, else a layer left on meta)."""
     from selftests.test_gpu_readiness import FAKE_NVML

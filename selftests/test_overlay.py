@@ -110,6 +110,7 @@ def test_the_report_fingerprint_and_the_probe_carry_the_overlay_label() -> None:
 
     label = overlay.Label("0.33.0", "release archive", "g4ba787ec9", "ab" * 32, "0.32.0").as_dict()
     raw = {"vllm_version": "0.33.0", "torch_version": "2.x", "platform": "cpu", "has_triton": False,
+           "sleep_mode_available": False,
            "cuda_available": False, "vllm_location": "/env/vllm", "overlay": label}
     target = parse_probe_output("python", _MARK + json.dumps(raw))
     assert target.overlay == label

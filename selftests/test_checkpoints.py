@@ -13,6 +13,7 @@ from fixtures.axes.variants import VARIANTS
 from fixtures.errors import HarnessError
 from fixtures.in_target import tiny_model
 from fixtures.judging.golden import require_apart_from_first_token
+from fixtures.judging.weight_references import Ask
 from fixtures.launching.server import LaunchConfig
 from fixtures.launching.target import TargetInfo
 from fixtures.observing.checkpoint_files import read_tensors, require_distinct, shared_tensors
@@ -122,11 +123,14 @@ def test_a_golden_is_read_only_for_the_checkpoint_that_made_it(tmp_path: Path,
     key = plugin._cache_key(CONFIG, TARGET, made)
     path = tiny_model.default_cache_dir().parent / "goldens" / f"B-{key}.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"token_ids": [4, 2]}))
-    assert plugin._golden_of(_NoServers(), CONFIG, None, TARGET, made) == [4, 2]  # type: ignore[arg-type]
+    path.write_text(json.dumps({"runs": {plugin.GOLDEN: [4, 2]}}))
+    assert plugin._golden_of(_NoServers(), CONFIG, None, TARGET, made) == {plugin.GOLDEN: [4, 2]}  # type: ignore[arg-type]
     other = _checkpoint(tmp_path / "other", 2.0)
     with pytest.raises(LookupError, match="server was asked for"):
         plugin._golden_of(_NoServers(), CONFIG, None, TARGET, other)  # type: ignore[arg-type]
+    # Other asks (B's continuations from another A run) are another golden.
+    with pytest.raises(LookupError, match="server was asked for"):
+        plugin._golden_of(_NoServers(), CONFIG, None, TARGET, made, [Ask("x", (1, 2), 3)])  # type: ignore[arg-type]
 
 
 def test_a_golden_key_names_the_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

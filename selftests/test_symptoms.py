@@ -271,7 +271,17 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         "sleep level 2, a sync landed while asleep, full wake"),
     # conformance/weights/test_prefix_cache_across_sync.py joins its problems
     ("weights-keep-pause-stale-kv", "weights/prefix-cache-across-sync"): ["; ".join(
-        wj.reused_prefix_problems([1, 9], [1, 2], 48, True, "pause-clears: the prompt after the sync"))],
+        wj.reused_prefix_problems([1, 9], [1, 2], [7, 8], 48, True,
+                                  "pause-clears: the prompt after the sync"))],
+    # The engine never left A: A's fresh run on every path, the cache cleared or kept.
+    ("weights-version-without-weights", "weights/prefix-cache-across-sync"): [
+        "; ".join(wj.reused_prefix_problems([7, 8], [1, 2], [7, 8], cached, cleared,
+                                            f"{path}: the prompt after the sync"))
+        for path, cached, cleared in (("pause-clears", 0, True), ("explicit-reset", 0, True),
+                                      ("cache-kept", 48, False))],
+    # A's run went on past the switch points and their window (the references' length).
+    ("weights-version-without-weights", "weights/held-request-one-version"): wj.held_request_problems(
+        [1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6], 8, 2, 3, {s: [9, 9] for s in range(1, 5)}),
     # conformance/weights/test_aborted_request_version.py: judges.abort_problems, then the prefix judge
     ("weights-abort-pause-keeps-requests", "weights/aborted-request-old-version"): [
         "; ".join(["finish reasons ['length'], expected all 'abort'",
@@ -432,6 +442,19 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         "paused-keep: finish_weight_update (version 'leaves-state-B') was not accepted: "
         "POST /finish_weight_update -> 500 {'error': 'boom'} (0.01 s)",
         "paused-keep: after the release, in-flight: finish reasons ['abort'], expected all 'length'"],
+    # conformance/weights/test_held_request_version.py: the request cut, or unlike A before the pause
+    "weights/held-request-one-version": [
+        *wj.held_request_problems([1, 7, 3, 4, 9, 9], [1, 2, 3, 4, 5, 6], 6, 3, 4, {}),
+        f"the held request did not run to its length after the resume: {gen('abort', 3).summary()}"],
+    # conformance/weights/test_prefix_cache_across_sync.py: a refused reset, a failed prompt, a
+    # kept cache whose reuse went unreported
+    "weights/prefix-cache-across-sync": [
+        "explicit-reset: /reset_prefix_cache before /resume was refused: POST /reset_prefix_cache "
+        "-> 500 {'error': 'boom'} (0.01 s)",
+        "pause-clears: the prompt after the sync failed: "
+        + gen(None, None, error=RuntimeError("500")).summary(),
+        *wj.reused_prefix_problems([1, 9], [1, 2], [7, 8], 0, False,
+                                   "cache-kept: the prompt after the sync")],
 }
 
 
@@ -458,6 +481,10 @@ CROSS_CHECKED = {
     ("weights-finish-resumes", "weights/sync-leaves-state"),
     ("weights-dp-reads-entry-0", "weights/sync-reaches-every-rank"),
     ("weights-init-first-engine-only", "weights/sync-reaches-every-rank"),
+    ("weights-keep-pause-stale-kv", "weights/held-request-one-version"),
+    ("weights-version-without-weights", "weights/held-request-one-version"),
+    ("weights-keep-pause-stale-kv", "weights/prefix-cache-across-sync"),
+    ("weights-version-without-weights", "weights/prefix-cache-across-sync"),
 }
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]

@@ -329,20 +329,39 @@ def test_an_aborted_request_holds_only_the_old_runs_prefix() -> None:
 def test_a_cleared_cache_reuses_nothing_and_gives_the_fresh_run() -> None:
     from fixtures.judging.weight_judges import reused_prefix_problems
 
-    assert reused_prefix_problems([5, 6], [5, 6], 0, True, "p") == []
-    stale = reused_prefix_problems([5, 9], [5, 6], 48, True, "p")
+    assert reused_prefix_problems([5, 6], [5, 6], [1, 2], 0, True, "p") == []
+    stale = reused_prefix_problems([5, 9], [5, 6], [1, 2], 48, True, "p")
     assert "48 prompt tokens were served from a prefix cache the path clears" in stale[0]
     assert "leaves the new weights' fresh run at token 1" in stale[1]
-    assert "no prompt_tokens_details.cached_tokens" in reused_prefix_problems([5], [5], None, True, "p")[0]
+    missing = reused_prefix_problems([5], [5], [1], None, True, "p")
+    assert "no prompt_tokens_details.cached_tokens" in missing[0]
 
 
 def test_a_kept_cache_may_change_output_only_where_the_reuse_shows() -> None:
     from fixtures.judging.weight_judges import reused_prefix_problems
 
-    assert reused_prefix_problems([5, 9], [5, 6], 48, False, "p") == []  # reuse reported
-    assert reused_prefix_problems([5, 6], [5, 6], 0, False, "p") == []
-    unseen = reused_prefix_problems([5, 9], [5, 6], 0, False, "p")
+    assert reused_prefix_problems([5, 9], [5, 6], [1, 2], 48, False, "p") == []  # reuse reported
+    assert reused_prefix_problems([5, 6], [5, 6], [1, 2], 0, False, "p") == []
+    unseen = reused_prefix_problems([5, 9], [5, 6], [1, 2], 0, False, "p")
     assert "leaves the new weights' fresh run at token 1 with 0 cached prompt tokens" in unseen[0]
+
+
+def test_a_prompt_after_a_sync_that_never_landed_fails_on_every_path() -> None:
+    """The engine still on A: the prompt gives A's fresh run (the cache cleared, or kept and
+    reused: A's own prefix under A's weights). B's fresh run from an engine started on B tells
+    it apart; a "fresh" run taken from the same engine after the sync would be A's run too."""
+    import re
+
+    from fixtures.judging.weight_judges import reused_prefix_problems
+    from vllm_lifecycle.faults.registry import OLD_FRESH_RUN, STALE_PREFIX_REUSED
+
+    old, fresh = [1, 2, 3], [5, 6, 7]
+    for cached, cleared in ((0, True), (48, False)):
+        problems = reused_prefix_problems(old, fresh, old, cached, cleared, "p")
+        assert len(problems) == 1 and re.search(OLD_FRESH_RUN, problems[0])
+        assert not re.search(STALE_PREFIX_REUSED, problems[0])
+        # the same history judged against the judged engine's own run after the sync passes
+        assert reused_prefix_problems(old, old, old, cached, cleared, "p") == []
 
 
 def test_a_session_lands_is_refused_before_loading_or_is_partial() -> None:
@@ -427,11 +446,59 @@ def test_a_held_request_that_stayed_on_the_old_weights_fails() -> None:
     # continuation from 3 or 2 is something else, so nothing after the resume ran under B.
     assert held_switch_candidates(before, before, 2, 3) == [3, 2]
     problems = held_request_problems(before, before, 6, 2, 3, {3: [9, 9, 9], 2: [3, 9, 9, 9]})
-    assert problems == ["the held request ran on to its end with only the old weights' tokens after "
-                        "the sync (2 tokens seen when the pause returned, 3 of 6 once it settled): "
-                        "the 3 tokens after the resume are not the new weights' continuation"]
+    assert problems == ["the held request ran on with only the old weights' tokens after the sync "
+                        "(2 tokens seen when the pause returned, 3 of 6 once it settled): the "
+                        "tokens after the resume are the old weights' run, not the new weights' "
+                        "continuation"]
     # Unless B's own continuation is A's tail: then the tokens are explained.
     assert held_request_problems(before, before, 6, 2, 3, {3: [4, 5, 6], 2: [3, 9, 9, 9]}) == []
+
+
+def test_a_sync_that_never_landed_fails_against_b_s_windowed_continuations() -> None:
+    """The references as the goldens give them: A's run only as long as the switch points and
+    their window, B's continuation from every switch point a window long, more points than the
+    candidates. The engine on A all along gives A's run past both: a fail, with the symptom
+    detection reads. Its own continuations after the sync (A's) would have explained it."""
+    import re
+
+    from fixtures.judging.weight_judges import held_request_problems
+    from vllm_lifecycle.faults.registry import HELD_ON_OLD_WEIGHTS, STALE_KV_MIX
+
+    a_run = [1, 2, 3, 4, 5, 6, 7, 8]  # switch points 1..6, window 2
+    tokens = [*a_run, 9, 9, 9, 9]  # the request ran to 12 tokens, past A's reference
+    b_windows = {s: [20 + s, 30 + s] for s in range(1, 7)}
+    problems = held_request_problems(tokens, a_run, 12, 2, 3, b_windows)
+    assert len(problems) == 1 and re.search(HELD_ON_OLD_WEIGHTS, problems[0])
+    assert not re.search(STALE_KV_MIX, problems[0])
+    own = {s: a_run[s:s + 2] for s in range(1, 7)}
+    assert held_request_problems(tokens, a_run, 12, 2, 3, own) == []
+
+
+def test_a_window_of_b_s_continuation_explains_a_held_request() -> None:
+    from fixtures.judging.weight_judges import held_request_problems
+
+    a_run = [1, 2, 3, 4, 5, 6, 7, 8]
+    b_windows = {s: [20 + s, 30 + s] for s in range(1, 7)}
+    # Held at 3: A's 3 tokens, then B's window from 3; what follows the window is not judged.
+    assert held_request_problems([1, 2, 3, 23, 33, 0, 0, 0, 0], a_run, 9, 2, 3, b_windows) == []
+    # The window itself wrong: a mix.
+    assert held_request_problems([1, 2, 3, 23, 0, 0, 0, 0, 0], a_run, 9, 2, 3, b_windows)
+    # Held near its end: the window is judged as far as the request goes.
+    assert held_request_problems([1, 2, 3, 4, 5, 25], a_run, 6, 4, 5, b_windows) == []
+
+
+def test_a_switch_past_the_asked_points_is_not_judged() -> None:
+    import pytest
+
+    from fixtures.errors import HarnessError
+    from fixtures.judging.weight_judges import held_request_problems
+
+    a_run = [1, 2, 3, 4, 5, 6, 7, 8]
+    b_windows = {s: [20 + s, 30 + s] for s in range(1, 4)}  # B asked from switch points 1..3
+    with pytest.raises(HarnessError, match=r"switch may lie at token 4-5 .*\(up to 3\)"):
+        held_request_problems([1, 2, 3, 4, 5, 0, 0, 0, 0], a_run, 9, 2, 5, b_windows)
+    # One the asked points explain is judged all the same.
+    assert held_request_problems([1, 2, 3, 23, 33, 0, 0, 0, 0], a_run, 9, 2, 5, b_windows) == []
 
 
 def test_a_request_that_ended_before_the_pause_is_not_judged() -> None:
@@ -547,3 +614,52 @@ def test_fates_and_the_state_before_the_session() -> None:
         "600 tokens)",
         "paused-keep, before the session: a request sent was answered (8 tokens, finish_reason "
         "'length'), neither held nor refused"]
+
+
+class _Completions:
+    """A stand-in control plane answering /v1/completions: each prompt's greedy run is its
+    last id plus 1, 2, ... (a pure function of the prompt), its prompt ids a text's lengths."""
+
+    def __init__(self, short: bool = False) -> None:
+        self.bodies: list[dict] = []
+        self.short = short
+
+    def call(self, method: str, path: str, json: dict, timeout: float):
+        from fixtures.observing.client import Reply
+
+        self.bodies.append(json)
+        choices = []
+        for index, prompt in enumerate(json["prompt"]):
+            ids = [len(prompt)] if isinstance(prompt, str) else list(prompt)
+            run = [ids[-1] + i for i in range(1, json["max_tokens"] + 1 - self.short)]
+            choices.append({"index": index, "token_ids": run, "prompt_token_ids": ids})
+        return Reply(method, path, 200, {"choices": choices[::-1]}, 0.01)
+
+
+def test_b_is_asked_to_continue_a_s_run_from_every_switch_point() -> None:
+    from fixtures.judging import weight_references as refs
+
+    control = _Completions()
+    a = refs.capture(control, "m", refs.asks_of_a(), 5.0)  # type: ignore[arg-type]
+    assert len(a[refs.HELD_A]) == refs.SWITCH_POINTS + refs.WINDOW
+    assert a[refs.HELD_A + refs.PROMPT_SUFFIX] == [len(refs.HELD_PROMPT)]
+    b = refs.capture(control, "m", refs.asks_of_b(a), 5.0)  # type: ignore[arg-type]
+    # one batched request per kind and length: A's held run, A's prefixes, B's prefixes, B's windows
+    assert [len(body["prompt"]) for body in control.bodies] == [1, 3, 3, refs.SWITCH_POINTS]
+    assert control.bodies[-1]["prompt"][2] == [len(refs.HELD_PROMPT), *a[refs.HELD_A][:3]]
+    found = refs.WeightReferences.of({"A": a, "B": b})
+    assert found.held_a == tuple(a[refs.HELD_A])
+    assert set(found.held_b) == set(range(1, refs.SWITCH_POINTS + 1))
+    assert found.held_b[3] == tuple(a[refs.HELD_A][2] + i for i in range(1, refs.WINDOW + 1))
+    assert set(found.prefix["B"]) == set(refs.PREFIX_PATHS)
+
+
+def test_a_short_reference_is_a_harness_error() -> None:
+    import pytest
+
+    from fixtures.errors import HarnessError
+    from fixtures.judging import weight_references as refs
+
+    short = refs.SWITCH_POINTS + refs.WINDOW - 1
+    with pytest.raises(HarnessError, match=f"reference held-A: {short} tokens"):
+        refs.capture(_Completions(short=True), "m", refs.asks_of_a(), 5.0)  # type: ignore[arg-type]

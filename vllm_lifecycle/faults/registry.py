@@ -163,6 +163,10 @@ INIT_MISSED_RANK = r"init_weight_transfer_engine never reached engine [1-9]\d*'s
 RANK_READ_OTHER_ENTRY = r"engine [1-9]\d* loaded \S+ \(engine 0's entry\)"
 # A held request resumed on the KV cache of the old weights.
 STALE_KV_MIX = r"explained by no single switch from the old weights' run"
+# A sync that never landed, seen by the judges whose references come from an engine started on
+# B: the held request goes on with A's run, the prompt after the sync gets A's fresh run.
+HELD_ON_OLD_WEIGHTS = r"the held request ran on with only the old weights' tokens after the sync"
+OLD_FRESH_RUN = r"the output is the old weights' fresh run"
 # A prompt after a sync served from prefix KV the pause should have cleared.
 STALE_PREFIX_REUSED = r"were served from a prefix cache the path clears"
 # A request an abort pause should have cut ran on across the sync.
@@ -455,11 +459,14 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         # Not weights/request-mid-session: stock vLLM 0.32 already fails it (a finding), so it
         # cannot show this fault.
         breaks=("weights/sync-lands", "weights/rl-cycle", "weights/late-arrival-new-version",
-                "weights/sync-while-asleep"),
+                "weights/sync-while-asleep", "weights/held-request-one-version",
+                "weights/prefix-cache-across-sync"),
         patches=(_patch(_TRANSFER_UPDATE, "update_drops_every_chunk"),),
         symptoms=(("weights/sync-lands", OLD_WEIGHTS_SERVED), ("weights/rl-cycle", OLD_WEIGHTS_SERVED),
                   ("weights/late-arrival-new-version", OLD_WEIGHTS_SERVED),
-                  ("weights/sync-while-asleep", OLD_WEIGHTS_SERVED)),
+                  ("weights/sync-while-asleep", OLD_WEIGHTS_SERVED),
+                  ("weights/held-request-one-version", HELD_ON_OLD_WEIGHTS),
+                  ("weights/prefix-cache-across-sync", OLD_FRESH_RUN)),
     ),
     Fault(
         "weights-sync-drops-a-tensor", "fault",

@@ -380,3 +380,22 @@ def test_the_verification_names_a_missing_script_interpreter(
         verify.main(["--script-python", "no-such-venv/bin/python", "--out", str(tmp_path)])
     assert stopped.value.code == 2
     assert "--script-python 'no-such-venv/bin/python': no such interpreter" in capsys.readouterr().err
+
+
+def test_the_verification_runs_on_the_embedded_models_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fixtures.reproducing import verify
+
+    assert verify.parse_models("llama") == ["llama"]
+    assert verify.parse_models("qwen2, llama,qwen2") == ["qwen2", "llama"]
+    with pytest.raises(SystemExit) as stopped:
+        verify.main(["--model", "llama,gpt", "--out", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert "--model 'llama,gpt': name one or more of llama, qwen2" in capsys.readouterr().err
+    record = {"behaviour": "a/b", "kind": "finding", "model": "qwen2", "command": "python x.py URL",
+              "expected_exit": 1, "expected_why": "in scope", "exit": 0, "seconds": 1.0, "log": "l"}
+    record["verdict"], record["ok"] = verdict(1, 0)
+    text = render_markdown({"records": [record], "ok": False, "target": {},
+                            "models": {"qwen2": "tiny-qwen2-x"}, "seconds_per_model": {"qwen2": 12.5}})
+    assert "models qwen2 (tiny-qwen2-x)" in text and "(qwen2 12.5 s)" in text
+    assert "| a/b | finding | qwen2 |" in text and "- a/b (on qwen2): stopped reproducing" in text

@@ -84,7 +84,7 @@ def main(cases: dict[str, Case], promise: dict[str, tuple[str, str]], shows: str
         parser.error("the model to load is required")
     sys.stdout.reconfigure(line_buffering=True)
     case, says = cases[args.case], {SHOWS: shows, BEHAVES: "behaves", UNCLEAR: "could not tell"}
-    print(f"case {case.name}: {' '.join(f'{k}={v}' for k, v in case.env)} python {' '.join(sys.argv)}"
+    print(f"case {case.name}: {' '.join([*(f'{k}={v}' for k, v in case.env), 'python', *sys.argv])}"
           + f"\n  ({EXPERTS})" * (case.engines > 1))
     os.environ.update(case.env)
 

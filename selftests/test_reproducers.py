@@ -53,22 +53,15 @@ def python_api(path: Path) -> bool:
 
 
 def raw_entries() -> list[dict[str, Any]]:
-    """findings.yaml read as plain YAML: the keys the lead's parser may not know yet (kind,
-    vllm_says) are read from here, and tolerated where absent."""
+    """findings.yaml's entries read as plain YAML (what the scripts' PROMISE is compared with)."""
     data = yaml.safe_load(EXPECTATIONS_PATH.read_text()) or {}
     return [entry for section in data.values() if isinstance(section, list) for entry in section]
 
 
 # A platform limit has no reproducer: vLLM itself says the platform lacks the feature (CPU sleep
 # frees nothing). Read from findings.yaml's `kind: platform`; these two until it carries `kind`.
-PLATFORM_LIMITS = {"mechanism/device-memory-per-level", "mechanism/memory-freed-for-others"}
-
-
 def platform_limits() -> set[str]:
-    kinds = {str(e["behaviour"]): e.get("kind") for e in raw_entries()}
-    if any(kinds.values()):
-        return {b for b, kind in kinds.items() if kind == "platform"}
-    return PLATFORM_LIMITS
+    return {e.behaviour for e in load_expectations(load_catalog()) if e.kind == "platform"}
 
 
 def test_every_expectation_but_a_platform_limit_names_a_reproducer_whose_cases_show_it() -> None:

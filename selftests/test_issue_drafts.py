@@ -78,7 +78,9 @@ def test_no_draft_speaks_the_suites_jargon(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["see custody/abort-held-request", "the 0.32 profile", "spec §10",
-                                  "vLLM #51481", "MUST be refused", "on MRV1-eager", "layered sleep"])
+                                  "vLLM #51481", "MUST be refused", "on MRV1-eager", "layered sleep",
+                                  "the catalog", "see findings.yaml", "python conformance/reproducers/x.py",
+                                  "```python\nSHOWN = ('custody/abort-held-request',)\n```"])
 def test_the_jargon_check_finds_each_kind(text: str) -> None:
     assert issue_drafts.jargon(text, CATALOG)
     assert not issue_drafts.jargon("https://github.com/vllm-project/vllm/pull/51481", CATALOG)

@@ -1,8 +1,9 @@
-"""The findings' standalone reproducers (conformance/reproducers/): every expectation of
-findings.yaml but a platform limit names one whose cases show it; each is standalone (stdlib and
-requests, or vLLM inside its functions), keeps the shared part word for word, quotes what vLLM
-says as findings.yaml does, speaks vLLM's words rather than the suite's, and its verdict follows
-what the server answers. Plus the pure planning of a verification run."""
+"""The findings' standalone reproducers (conformance/reproducers/): findings.yaml alone says which
+case shows which entry, and every entry but a platform limit names existing cases that say what
+its `vllm_says` says, every case named by some entry; each script is standalone (stdlib and
+requests, or vLLM inside its functions), keeps the shared part word for word, speaks vLLM's words
+and none of the suite's, and its verdict follows what the server answers. Plus the pure planning
+of a verification run."""
 
 from __future__ import annotations
 
@@ -19,21 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from packaging.specifiers import SpecifierSet
 
 from fixtures.errors import HarnessError
+from fixtures.reporting.issue_drafts import jargon
 from fixtures.reproducing.plan import Need, need_of, plan, reconcile, render_markdown, verdict
 from fixtures.spec.catalog import CatalogError, load_catalog
-from fixtures.spec.expectations import EXPECTATIONS_PATH, Expectation, load_expectations, parse_scope
+from fixtures.spec.expectations import Expectation, Quote, load_expectations, parse_scope
 from fixtures.spec.reproducers import (
     REPRODUCERS_DIR,
     expected_exit,
     parse_reproducer,
-    promise_of,
-    promise_problems,
     release_side,
     reproducer_of,
+    reproducer_problems,
 )
 
 SCRIPTS = sorted(REPRODUCERS_DIR.glob("*.py"))
@@ -52,38 +52,60 @@ def python_api(path: Path) -> bool:
     return all(entry.get("python_api") for entry in described(path.name).values())
 
 
-def raw_entries() -> list[dict[str, Any]]:
-    """findings.yaml's entries read as plain YAML (what the scripts' PROMISE is compared with)."""
-    data = yaml.safe_load(EXPECTATIONS_PATH.read_text()) or {}
-    return [entry for section in data.values() if isinstance(section, list) for entry in section]
-
-
 # A platform limit has no reproducer: vLLM itself says the platform lacks the feature (CPU sleep
-# frees nothing). Read from findings.yaml's `kind: platform`; these two until it carries `kind`.
+# frees nothing).
 def platform_limits() -> set[str]:
     return {e.behaviour for e in load_expectations(load_catalog()) if e.kind == "platform"}
 
 
-def test_every_expectation_but_a_platform_limit_names_a_reproducer_whose_cases_show_it() -> None:
+def test_findings_yaml_and_the_scripts_agree_case_for_case() -> None:
     expectations = load_expectations(load_catalog())
     assert len(expectations) >= 20
-    served: set[str] = set()
-    limits = platform_limits()
+    scripts = {path.name: described(path.name) for path in SCRIPTS}
+    assert reproducer_problems(scripts, expectations) == []
     for exp in expectations:
         repro = reproducer_of(exp)
-        if exp.behaviour in limits:
+        if exp.kind == "platform":
             assert repro is None, f"{exp.behaviour}: a platform limit names no reproducer"
-            continue
-        assert repro is not None, f"{exp.behaviour}: no reproducer in findings.yaml"
-        assert repro.path.is_file(), f"{exp.behaviour}: {repro.script} does not exist"
-        cases = described(repro.script)
-        for case in repro.cases or tuple(cases):
-            assert case in cases, f"{exp.behaviour}: {repro.script} has no case {case}"
-            assert exp.behaviour in cases[case]["findings"], (
-                f"{exp.behaviour}: case {case} of {repro.script} says it shows {cases[case]['findings']}")
-        need_of(repro.script, cases, repro.cases)  # the cases need one server
-        served.add(repro.script)
-    assert served == {p.name for p in SCRIPTS}, "a script no finding names"
+        elif repro is not None:
+            need_of(repro.script, scripts[repro.script], repro.cases)  # the cases need one server
+
+
+SAID = ("vLLM's words.", "v1/x.py, a docstring")
+SCRIPTS_OF_HAND = {"s.py": {"a": {"says": list(SAID)}, "b": {"says": list(SAID)}},
+                   "t.py": {"c": {"says": list(SAID)}}}
+
+
+def entry(behaviour: str, reproducer: str | None, said: tuple[str, str] | None = SAID,
+          kind: str = "finding") -> Expectation:
+    return Expectation(kind, behaviour, parse_scope(behaviour, {"profiles": ["0.32"]}),  # type: ignore[arg-type]
+                       re.compile("x"), {"reproducer": reproducer} if reproducer else {},
+                       vllm_says=None if said is None else Quote(*said))
+
+
+def test_agreeing_scripts_and_entries_have_no_problem() -> None:
+    entries = [entry("a/ab", "s.py --case a --case b"), entry("a/c", "t.py"),  # no case: every case
+               entry("a/limit", None, ("CPU lacks it.", "v1/y.py, a log line"), kind="platform")]
+    assert reproducer_problems(SCRIPTS_OF_HAND, entries) == []
+
+
+@pytest.mark.parametrize(("entries", "problem"), [
+    ([entry("a/ab", "s.py"), entry("a/c", "t.py"), entry("a/none", None)], "a/none: names no reproducer"),
+    ([entry("a/ab", "s.py"), entry("a/c", "t.py"), entry("a/gone", "u.py")],
+     "a/gone: reproducer u.py is not in"),
+    ([entry("a/ab", "s.py --case a --case b --case z"), entry("a/c", "t.py")], "a/ab: s.py has no case z"),
+    ([entry("a/ab", "s.py"), entry("a/c", "t.py", ("vLLM's words", SAID[1]))],
+     "a/c: t.py --case c says (\"vLLM's words.\", 'v1/x.py, a docstring'), not the entry's vllm_says "
+     "(\"vLLM's words\", 'v1/x.py, a docstring')"),
+    ([entry("a/ab", "s.py"), entry("a/c", "t.py", (SAID[0], "v1/x.py, a comment"))],
+     "a/c: t.py --case c says"),
+    ([entry("a/ab", "s.py"), entry("a/c", "t.py", None)], "not the entry's vllm_says None"),
+    ([entry("a/ab", "s.py --case a"), entry("a/c", "t.py")], "s.py: case b is named by no entry"),
+], ids=["no-reproducer", "no-script", "no-case", "other-quote", "other-place", "no-vllm-says",
+        "unnamed-case"])
+def test_each_disagreement_is_named(entries: list[Expectation], problem: str) -> None:
+    (found,) = reproducer_problems(SCRIPTS_OF_HAND, entries)
+    assert found.startswith(problem) or problem in found, found
 
 
 def common_part(path: Path) -> str:
@@ -100,58 +122,21 @@ def test_the_shared_part_is_the_same_in_every_script(api: bool) -> None:
     assert [name for name, part in parts.items() if part != first] == []
 
 
-def test_each_script_quotes_what_vllm_says_as_findings_yaml_does() -> None:
-    promises = {path.name: promise_of(path) for path in SCRIPTS}
-    for path in SCRIPTS:
-        shown = {f for case in described(path.name).values() for f in case["findings"]}
-        assert set(promises[path.name]) == shown, path.name
-        for behaviour, said in promises[path.name].items():
-            assert len(said) == 2 and all(isinstance(t, str) and t.strip() for t in said), \
-                f"{path.name}: {behaviour}: PROMISE holds (quote, where)"
-    assert promise_problems(promises, raw_entries()) == []
-
-
-def test_a_promise_unlike_findings_yaml_is_named() -> None:
-    promises = {"s.py": {"a/b": ("vLLM's words", "v1/x.py, a docstring"), "a/c": ("q", "w")}}
-    entries = [{"behaviour": "a/b", "vllm_says": {"quote": "vLLM's words.", "where": "v1/x.py, a docstring"}},
-               {"behaviour": "a/c"}]  # no vllm_says yet: not compared
-    (problem,) = promise_problems(promises, entries)
-    assert problem.startswith("s.py: a/b: PROMISE") and "vLLM's words." in problem
-    entries[0]["vllm_says"]["quote"] = "vLLM's words"
-    assert promise_problems(promises, entries) == []
-
-
-# What a script prints or says of itself is vLLM's vocabulary, not the suite's.
-JARGON = re.compile(r"\bprofiles?\b|\blayered\b|spec §|\bMUST\b|\bcatalog|findings\.yaml|(?<![\w/])#\d{3,}")
-
-
-def script_words(path: Path) -> list[str]:
-    """The docstring and every string constant of a script, but the behaviour IDs it hands the
-    tooling (--describe) and its PROMISE keys."""
-    ids = set(load_catalog().behaviours)
-    return [node.value for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value not in ids]
-
-
-def jargon(texts: Iterable[str]) -> list[str]:
-    ids = re.compile("|".join(re.escape(b) for b in load_catalog().behaviours))
-    return [text for text in texts if JARGON.search(text) or ids.search(text)]
-
-
 def test_scripts_speak_vllms_words_not_the_suites() -> None:
+    """Nothing in a script, code and comments included, names the suite's behaviours, variants,
+    profiles, catalog or paths: findings.yaml alone maps a finding to a case."""
+    catalog = load_catalog()
     for path in SCRIPTS:
-        assert jargon(script_words(path)) == [], path.name
-    assert jargon(["the MUST of custody/abort-held-request", "RFC #51476", "profile 0.32"]) == [
-        "the MUST of custody/abort-held-request", "RFC #51476", "profile 0.32"]
-    assert jargon(["https://github.com/vllm-project/vllm/pull/53082", "# HELP"]) == []
+        assert jargon(path.read_text(), catalog) == [], path.name
+    assert jargon('CASES = {"a": Case("a", ("custody/abort-held-request",), ...)}', catalog)
 
 
 def shows_as(path: Path) -> str:
-    """What the script's verdict calls exit 1: the third argument of its main()."""
+    """What the script's verdict calls exit 1: the second argument of its main()."""
     tree = ast.parse(path.read_text())
     call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name) and node.func.id == "main")
-    said = call.args[2]
+    said = call.args[1]
     if isinstance(said, ast.Name):
         return str(next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                         and any(isinstance(t, ast.Name) and t.id == said.id for t in n.targets)))
@@ -161,7 +146,10 @@ def shows_as(path: Path) -> str:
 def test_only_a_bug_is_called_a_bug() -> None:
     """A [Bug] script's verdict says BUG; a [Feature] one (hardening, a preview of a proposed
     contract) never does and says it is a feature request; findings.yaml's kind agrees."""
-    kinds = {str(e["behaviour"]): e.get("kind") for e in raw_entries()}
+    kinds: dict[str, set[str | None]] = {}
+    for exp in load_expectations(load_catalog()):
+        if (repro := reproducer_of(exp)) is not None:
+            kinds.setdefault(repro.script, set()).add(exp.finding_kind)
     for path in SCRIPTS:
         title = (ast.get_docstring(ast.parse(path.read_text())) or "").partition(":")[0]
         said = shows_as(path)
@@ -170,10 +158,8 @@ def test_only_a_bug_is_called_a_bug() -> None:
             assert said == "BUG", path.name
         else:
             assert "BUG" not in said.upper() and "feature request" in said, path.name
-        shown = {f for case in described(path.name).values() for f in case["findings"]}
-        for behaviour in shown:
-            if kinds.get(behaviour) is not None:
-                assert (kinds[behaviour] == "bug") == (title == "[Bug]"), f"{path.name}: {behaviour}"
+        agrees = kinds[path.name] == {"bug"} if title == "[Bug]" else "bug" not in kinds[path.name]
+        assert agrees, f"{path.name}: findings.yaml calls what it shows {sorted(map(str, kinds[path.name]))}"
 
 
 def test_scripts_are_standalone() -> None:
@@ -250,13 +236,13 @@ def test_the_verdict_follows_the_answer(stub: type[Stub], answer: tuple[int, dic
     done = subprocess.run([sys.executable, str(script), stub.url, "--case", "awake"],  # type: ignore[attr-defined]
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == code, done.stdout
-    quote, where = promise_of(script)["misuse/release-kv-out-of-order"]
+    quote, where = described(script.name)["awake"]["says"]
     assert "POST /release_kv_cache_memory -> " in done.stdout
     assert f"vLLM says ({where}): {quote}" in done.stdout
     verdict = {1: "the caller's error is reported as a server error (feature request)", 0: "behaves",
                2: "could not tell"}[code]
     assert f"verdict: {verdict}" in done.stdout and f"result: exit {code} ({verdict})" in done.stdout
-    assert jargon(done.stdout.splitlines()) == [], "the output speaks the suite's words"
+    assert jargon(done.stdout, load_catalog()) == [], "the output speaks the suite's words"
 
 
 def test_no_server_is_could_not_tell() -> None:
@@ -308,9 +294,9 @@ def test_expected_exit() -> None:
 # --- planning a verification ----------------------------------------------------------------
 
 def test_cases_of_one_finding_need_one_server() -> None:
-    cases = {"a": {"findings": ["f"], "serve_args": [], "engines": 1},
-             "b": {"findings": ["f"], "serve_args": [], "engines": 2},
-             "c": {"findings": ["f"], "serve_args": [], "engines": 1, "leaves_server_dead": True}}
+    cases = {"a": {"serve_args": [], "engines": 1},
+             "b": {"serve_args": [], "engines": 2},
+             "c": {"serve_args": [], "engines": 1, "leaves_server_dead": True}}
     assert need_of("s.py", cases, ["a", "c"]) == Need(False, (), (), 1, True)
     with pytest.raises(HarnessError, match="different servers"):
         need_of("s.py", cases, ["a", "b"])

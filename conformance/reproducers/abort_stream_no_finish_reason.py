@@ -41,7 +41,7 @@ class Unclear(Exception):  # noqa: N818 (the verdict it stands for)
 @dataclass(frozen=True)
 class Case:
     name: str
-    findings: tuple[str, ...]  # what the tooling that checks these scripts calls them
+    says: tuple[str, str]  # what vLLM says the behaviour is, and where (a file of the vllm package)
     expected: str
     run: Callable[[], tuple[bool, str]]  # -> (it shows, what was seen)
     serve_args: tuple[str, ...] = ()
@@ -94,7 +94,7 @@ def describe(cases: dict[str, Case]) -> dict[str, Any]:
                    "serve_command": c.serve_command()} for name, c in cases.items()}
 
 
-def main(cases: dict[str, Case], promise: dict[str, tuple[str, str]], shows: str, doc: str) -> int:
+def main(cases: dict[str, Case], shows: str, doc: str) -> int:
     global URL
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", nargs="?", help="the server's base URL, e.g. http://127.0.0.1:8000")
@@ -107,7 +107,7 @@ def main(cases: dict[str, Case], promise: dict[str, tuple[str, str]], shows: str
     if not args.url:
         parser.error("the server's base URL is required")
     sys.stdout.reconfigure(line_buffering=True)
-    URL, says = args.url.rstrip("/"), {SHOWS: shows, BEHAVES: "behaves", UNCLEAR: "could not tell"}
+    URL, verdicts = args.url.rstrip("/"), {SHOWS: shows, BEHAVES: "behaves", UNCLEAR: "could not tell"}
     codes = [] if call("GET", "/version", timeout=10)[0] == 200 else [UNCLEAR]
     for case in [] if codes else [cases[name] for name in args.case or cases]:
         print(f"\ncase {case.name}, on a server started as: {case.serve_command()}")
@@ -120,23 +120,21 @@ def main(cases: dict[str, Case], promise: dict[str, tuple[str, str]], shows: str
         except Unclear as exc:
             codes.append(UNCLEAR)
             seen = str(exc)
-        for quote, where in dict.fromkeys(promise[f] for f in case.findings):
-            print(f"  vLLM says ({where}): {quote}")
-        print(f"  expected: {case.expected}\n  seen: {seen}\n  verdict: {says[codes[-1]]}")
+        print(f"  vLLM says ({case.says[1]}): {case.says[0]}\n  expected: {case.expected}\n"
+              f"  seen: {seen}\n  verdict: {verdicts[codes[-1]]}")
     code = SHOWS if SHOWS in codes else UNCLEAR if UNCLEAR in codes else BEHAVES
-    print(f"\nresult: exit {code} ({says[code]})")
+    print(f"\nresult: exit {code} ({verdicts[code]})")
     return code
 
 # ---- end of the common part ----
 
-PROMISE = {  # what vLLM 0.32.0 says, and where (a file of the vllm package)
-    "custody/abort-before-first-token": (
-        "These are possible values of RequestOutput.finish_reason, so form part of the external API.",
-        "v1/engine/__init__.py, comment above FINISH_REASON_STRINGS"),
-    "custody/abort-held-request": (
-        "Reason a request finished - stop, length, abort, error, or repetition.",
-        "v1/engine/__init__.py, FinishReason docstring"),
-}
+# What vLLM 0.32.0 says of each case's behaviour, and where (a file of the vllm package).
+EXTERNAL_API = (
+    "These are possible values of RequestOutput.finish_reason, so form part of the external API.",
+    "v1/engine/__init__.py, comment above FINISH_REASON_STRINGS")
+REASONS = (
+    "Reason a request finished - stop, length, abort, error, or repetition.",
+    "v1/engine/__init__.py, FinishReason docstring")
 LOAD_FLAG = ("--enable-server-load-tracking",)  # GET /load: the request has reached the server
 
 
@@ -192,12 +190,10 @@ def abort_by_id() -> tuple[bool, str]:
 
 
 ENDS = 'the stream ends with one final choice whose finish_reason is "abort"'
-CUT, HELD = ("custody/abort-before-first-token",), ("custody/abort-held-request",)
-CASES = {
-    "completions": Case("completions", CUT, ENDS, cut_by_pause("/v1/completions"), serve_args=LOAD_FLAG),
-    "chat": Case("chat", CUT, ENDS, cut_by_pause("/v1/chat/completions"), serve_args=LOAD_FLAG),
-    "abort-by-id": Case("abort-by-id", HELD, ENDS, abort_by_id, serve_args=LOAD_FLAG),
-}
+CASES = {name: Case(name, says, ENDS, run, serve_args=LOAD_FLAG) for name, says, run in (
+    ("completions", EXTERNAL_API, cut_by_pause("/v1/completions")),
+    ("chat", EXTERNAL_API, cut_by_pause("/v1/chat/completions")),
+    ("abort-by-id", REASONS, abort_by_id))}
 
 if __name__ == "__main__":
-    sys.exit(main(CASES, PROMISE, "BUG", __doc__ or ""))
+    sys.exit(main(CASES, "BUG", __doc__ or ""))

@@ -97,7 +97,14 @@ def test_the_sweep_and_the_reproducers_output_reach_the_draft(tmp_path: Path) ->
     matrix = {"behaviours": [{"behaviour": "custody/abort-held-request", "cells": {
         "0.30.0": {"outcome": "finding"}, "0.32.0": {"outcome": "finding"}}}]}
     (tmp_path / "reproducers").mkdir()
-    (tmp_path / "reproducers" / "abort.log").write_text("  POST /pause?mode=keep -> 200 {}\nresult: exit 1\n")
+    # As the verification writes it: its command line (this machine's paths), the engine's INFO log
+    # (vLLM's own "profile"), the model's local folder; none of it is the draft's to show.
+    (tmp_path / "reproducers" / "abort.log").write_text(
+        "$ /venv/bin/python /src/conformance/reproducers/abort_stream_no_finish_reason.py http://h:1\n"
+        "(EngineCore pid=7) INFO 12-06 04:37:46 [core.py:402] init engine (profile, ...) took 0.30 s\n"
+        '  GET /v1/models -> 200 {"data": [{"root": "/cache/tiny-llama-0123"}]} (0.00 s)\n'
+        "(EngineCore pid=7) WARNING 12-06 04:37:46 [abstract.py:396] Executor is not sleeping.\n"
+        "  POST /pause?mode=keep -> 200 {}\nresult: exit 1\n")
     (tmp_path / RESULTS_JSON).write_text(json.dumps({"target": {"vllm_version": "0.32.0"}, "records": [
         {"behaviour": "custody/abort-held-request", "script": "abort_stream_no_finish_reason.py",
          "exit": 1, "verdict": "reproduces", "log": "reproducers/abort.log"}]}))
@@ -105,6 +112,8 @@ def test_the_sweep_and_the_reproducers_output_reach_the_draft(tmp_path: Path) ->
     text = (tmp_path / "issue-drafts" / f"{STREAM}.md").read_text()
     assert "The release sweep: shows on 0.30.0, 0.32.0." in text
     assert "Its output on vLLM 0.32.0 (exit 1):" in text and "POST /pause?mode=keep -> 200 {}" in text
+    assert '"root": "./tiny-llama-0123"' in text and "Executor is not sleeping." in text
+    assert "/venv/bin" not in text and "init engine" not in text and issue_drafts.jargon(text, CATALOG) == []
 
 
 def test_the_report_links_every_draft_and_the_verification(tmp_path: Path) -> None:

@@ -76,7 +76,8 @@ def main(cases: dict[str, Case], shows: str, doc: str) -> int:
         parser.error("the model to load is required")
     sys.stdout.reconfigure(line_buffering=True)
     case, verdicts = cases[args.case], {SHOWS: shows, BEHAVES: "behaves", UNCLEAR: "could not tell"}
-    print(f"case {case.name}: {' '.join([*(f'{k}={v}' for k, v in case.env), 'python', *sys.argv])}"
+    run = [*(f"{k}={v}" for k, v in case.env), "python", os.path.basename(sys.argv[0]), *sys.argv[1:]]
+    print(f"case {case.name}: {' '.join(run)}"
           + f"\n  ({EXPERTS})" * (case.engines > 1))
     os.environ.update(case.env)
 

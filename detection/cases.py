@@ -74,6 +74,8 @@ _KEYWORDS = {
     # Every mode shows it the same way, and each failed instance costs a dp2 restart: the keep
     # pause is enough (its symptom is the plainest: the ranks kept working).
     "dp-pause-completes-before-consensus": "keep",
+    # Its one test, so that it narrows a merged case as it does alone.
+    "weights-sync-first-engine-only": "sync_reaches",
 }
 
 # The topologies a case runs on, where its behaviours declare more than its fault needs: the
@@ -81,13 +83,32 @@ _KEYWORDS = {
 # whole machine), the per-rank one on dp2 alone (with one engine the fault never fires).
 _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
                "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",),
-               "weights-version-cached-per-frontend": ("api2",)}
+               "weights-version-cached-per-frontend": ("api2",),
+               "frontend-stale-pause": ("api2", "single")}
 
-# Faults armed together in one case (one server start instead of one each): each patches its
-# own function and breaks its own behaviour, judged by its own symptom.
-_TOGETHER = {
+# Cases merged into one (one server or host start instead of one each): each member's fault
+# patches its own functions and breaks its own behaviours, judged by its own symptom. Each group
+# was run on the real engine and every member caught (docs/faults.md); a fault that leaves the
+# engine dead (weights-sync-drops-a-tensor leaves a layer on meta) or that breaks another's test
+# stays on its own (partial-wake-resumes schedules onto a reload still on meta, wait-skips-drain
+# cuts the drain another case judges), and so do the dp2 faults whose failure restarts the
+# server (the restart costs what the merge saves).
+_TOGETHER: dict[str, tuple[str, ...]] = {
     "weights-bookkeeping": ("weights-finish-without-session", "weights-checker-blind",
                             "weights-update-counted-twice", "weights-held-span-keeps-label"),
+    "sleep-side-effects": ("rss-leak-per-cycle", "sleep-op-recorder-skips-failures",
+                           "sleep-flag-stale"),
+    "wake-and-admission": ("wake-perturbs-weights", "double-sleep-500", "late-arrival-dropped"),
+    "weights-state": ("weights-finish-resumes", "weights-abort-pause-keeps-requests"),
+    "gauge-and-stale-kv": ("gauge-not-updated", "weights-keep-pause-stale-kv"),
+    # Both API-server caches on one api2 server.
+    "frontend-caches": ("frontend-stale-pause", "weights-version-cached-per-frontend"),
+    # On dp2 (alone on the machine): the custody fault keeps the engine healthy for the sync.
+    "dp-keep-and-sync": ("dp-keep-aborts-one-rank", "weights-sync-first-engine-only"),
+    # The Python API: the same hosts once instead of once per member.
+    "offline-weights-finish-and-label": ("offline-weights-finish-resumes",
+                                         "weights-version-label-frozen"),
+    "offline-late-arrival-and-deltas": ("offline-late-arrival-dropped", "buffered-delta-dropped"),
 }
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
@@ -111,9 +132,8 @@ LAYERED_DISCREPANCY = (r"expected a 4xx naming 'pause'; observed POST /sleep\S* 
 def cases(variant: str = "MRV1-eager") -> list[Case]:
     """One case per fault, the layered preview, and stock vLLM judged by the layered profile."""
     out = []
-    together = {name for names in _TOGETHER.values() for name in names}
     for fault in FAULTS.values():
-        if fault.kind != "fault" or fault.name in together:
+        if fault.kind != "fault":
             continue
         keyword = _KEYWORDS.get(fault.name)
         out.append(Case(
@@ -124,7 +144,6 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
             summary=fault.summary, transport=fault.transport, symptoms=dict(fault.symptoms),
             extra_args=_EXTRA_ARGS.get(fault.name, ()), topologies=_TOPOLOGIES.get(fault.name),
         ))
-    out += [_together(name, names, variant) for name, names in _TOGETHER.items()]
     preview = FAULTS["layered"]
     out.append(Case(
         name="preview-layered", fault=preview.name, behaviours=preview.guards, expect_fail=(),
@@ -189,22 +208,43 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         summary="through AsyncLLM and LLM: finish_weight_update resumes the scheduler",
         symptoms={"weights/sync-leaves-state": registry.FINISH_RESUMED},
     ))
+    return _merged(out, variant)
+
+
+def _merged(singles: list[Case], variant: str) -> list[Case]:
+    """`singles` with each _TOGETHER group replaced by one case, where its first member stood."""
+    by_name = {c.name: c for c in singles}
+    first = {members[0]: name for name, members in _TOGETHER.items()}
+    grouped = {m for members in _TOGETHER.values() for m in members}
+    out = []
+    for case in singles:
+        if case.name in first:
+            name = first[case.name]
+            out.append(_together(name, [by_name[m] for m in _TOGETHER[name]], variant))
+        elif case.name not in grouped:
+            out.append(case)
     return out
 
 
-def _together(name: str, names: tuple[str, ...], variant: str) -> Case:
-    """One case arming `names` at once: the union of their slices on one engine, each broken
-    behaviour judged by its own fault's symptom."""
-    faults = registry.get_faults(",".join(names))  # refuses two faults on one function
-    breaks = [b for f in faults for b in f.breaks]
-    if len(set(breaks)) != len(breaks) or {f.transport for f in faults} != {"http"}:
-        raise ValueError(f"{name}: faults armed together must break distinct behaviours over HTTP")
+def _together(name: str, members: list[Case], variant: str) -> Case:
+    """One case arming every member's fault at once: the union of their slices, each broken
+    behaviour judged by its own member's symptom, each member's instances narrowed as alone."""
+    faults = registry.get_faults(",".join(str(c.fault) for c in members))  # one owner per function
+    breaks = [b for c in members for b in c.expect_fail]
+    if len(set(breaks)) != len(breaks) or len({c.transport for c in members}) != 1:
+        raise ValueError(f"{name}: cases merged must break distinct behaviours over one transport")
+    narrowings = [(c.keyword or variant).removeprefix(variant).removeprefix(" and ") for c in members]
+    keyword = (variant if "" in narrowings
+               else f"{variant} and (" + " or ".join(f"({n})" for n in narrowings) + ")")
+    # The members' own topologies; one with none of its own runs on theirs.
+    topologies = tuple(dict.fromkeys(t for c in members for t in c.topologies or ())) or None
     return Case(
-        name=name, fault=",".join(names),
-        behaviours=tuple(dict.fromkeys(breaks + [g for f in faults for g in f.guards])),
-        expect_fail=tuple(breaks), keyword=variant, topologies=("single",),
-        summary="; ".join(f.summary for f in faults),
-        symptoms={b: s for f in faults for b, s in f.symptoms},
+        name=name, fault=",".join(f.name for f in faults),
+        behaviours=tuple(dict.fromkeys(b for c in members for b in c.behaviours)),
+        expect_fail=tuple(breaks), keyword=keyword, transport=members[0].transport,
+        topologies=topologies, summary="; ".join(c.summary for c in members),
+        symptoms={b: s for c in members for b, s in c.symptoms.items()},
+        extra_args=tuple(dict.fromkeys(a for c in members for a in c.extra_args)),
     )
 
 

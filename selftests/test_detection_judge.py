@@ -69,11 +69,10 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
         assert args[0] == "--lifecycle-behaviours" and "MRV1-eager" in args[args.index("-k") + 1]
         assert set(case.expect_fail) <= set(case.behaviours)
         assert args[args.index("--lifecycle-transports") + 1] == case.transport
-    offline = [c for c in cases() if c.transport == "offline"]
-    assert {c.fault for c in offline} == {"partial-wake-resumes", "wait-skips-drain",
-                                          "buffered-delta-dropped", "late-arrival-dropped",
-                                          "dp-coordinator-latch", "weights-version-label-frozen",
-                                          "weights-finish-resumes"}
+    offline = {f for c in cases() if c.transport == "offline" for f in str(c.fault).split(",")}
+    assert offline == {"partial-wake-resumes", "wait-skips-drain", "buffered-delta-dropped",
+                       "late-arrival-dropped", "dp-coordinator-latch", "weights-version-label-frozen",
+                       "weights-finish-resumes"}
 
 
 def test_matrix_markdown_lists_every_cell_and_the_problems():
@@ -163,3 +162,51 @@ def test_every_slice_leaves_out_the_gpu_only_instances():
         assert keyword.endswith(f"not {GPU_ONLY}"), (case.name, keyword)
         if case.keyword:
             assert keyword.startswith(f"({case.keyword}) and "), (case.name, keyword)
+
+
+def test_merged_cases_keep_each_members_slice_narrowing_and_symptoms():
+    from detection.cases import _together
+
+    keep = Case("keep-aborts", "keep-aborts", ("custody/pause-in-flight",), ("custody/pause-in-flight",),
+                keyword="V and (keep)", topologies=("dp2",), symptoms={"custody/pause-in-flight": "a"})
+    sync = Case("weights-sync-first-engine-only", "weights-sync-first-engine-only",
+                ("weights/sync-reaches-every-rank",), ("weights/sync-reaches-every-rank",),
+                keyword="V and (sync_reaches)", symptoms={"weights/sync-reaches-every-rank": "b"})
+    merged = _together("m", [keep, sync], "V")
+    assert merged.fault == "keep-aborts,weights-sync-first-engine-only"
+    assert merged.keyword == "V and (((keep)) or ((sync_reaches)))"
+    assert merged.topologies == ("dp2",)  # the member without its own runs on the other's
+    assert merged.symptoms == {"custody/pause-in-flight": "a", "weights/sync-reaches-every-rank": "b"}
+    # A member that narrows nothing leaves the whole slice to run.
+    assert _together("m", [keep, Case("x", "double-sleep-500", ("misuse/sleep-while-asleep",),
+                                      ("misuse/sleep-while-asleep",), keyword="V")], "V").keyword == "V"
+
+
+def test_cases_that_break_one_behaviour_or_patch_one_function_are_never_merged():
+    import pytest
+
+    from detection.cases import _together
+
+    one = Case("a", "weights-sync-first-engine-only", ("weights/sync-reaches-every-rank",),
+               ("weights/sync-reaches-every-rank",), keyword="V")
+    other = Case("b", "weights-dp-reads-entry-0", ("weights/sync-reaches-every-rank",),
+                 ("weights/sync-reaches-every-rank",), keyword="V")
+    with pytest.raises(ValueError, match="distinct behaviours"):
+        _together("m", [one, other], "V")
+    drops = Case("c", "weights-sync-drops-a-tensor", ("weights/sync-lands",), ("weights/sync-lands",),
+                 keyword="V")
+    with pytest.raises(ValueError, match="both patch"):
+        _together("m", [one, drops], "V")
+    offline = Case("d", "double-sleep-500", ("misuse/sleep-while-asleep",),
+                   ("misuse/sleep-while-asleep",), keyword="V", transport="offline")
+    with pytest.raises(ValueError, match="one transport"):
+        _together("m", [one, offline], "V")
+
+
+def test_every_fault_is_armed_in_one_http_case_at_most():
+    from collections import Counter
+
+    real = cases()
+    http = Counter(f for c in real if c.transport == "http" and c.fault for f in c.fault.split(","))
+    assert {f for f, n in http.items() if n > 1} <= {"partial-wake-resumes"}  # + its exploration
+    assert len({c.name for c in real}) == len(real)

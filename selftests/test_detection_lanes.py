@@ -51,11 +51,10 @@ def test_every_real_case_is_placed_once():
     plan = schedule(real, CATALOG, 2)
     assert sorted(c.name for c in (*plan.alone, *plan.side_by_side)) == sorted(c.name for c in real)
     assert {c.name for c in plan.alone} >= {"dp-pause-completes-before-consensus",
-                                             "weights-sync-first-engine-only", "dp-keep-aborts-one-rank",
-                                             "weights-dp-reads-entry-0"}
+                                             "dp-keep-and-sync", "weights-dp-reads-entry-0"}
     # The single-engine custody faults stay on one core although their behaviours run on dp2 too.
     assert {c.name for c in plan.side_by_side} >= {"keep-aborts", "wait-skips-drain",
-                                                   "late-arrival-dropped", "preview-layered"}
+                                                   "wake-and-admission", "preview-layered"}
 
 
 def test_lanes_run_alone_cases_on_every_core_then_the_rest_one_core_each():

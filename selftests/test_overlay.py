@@ -150,6 +150,16 @@ def test_a_checkouts_version_is_what_a_build_would_state() -> None:
     assert overlay.scm_version("abc1234") is None
 
 
+def test_a_checkouts_version_file_is_the_one_vllm_imports() -> None:
+    """vllm/version.py imports `__version_tuple__` too, else the version reads "dev" (no profile)."""
+    names: dict[str, object] = {}
+    exec(overlay.version_file("0.33.1.dev1+g2230624", "2230624abc"), names)
+    assert names["__version__"] == "0.33.1.dev1+g2230624" and names["__commit_id__"] == "2230624abc"
+    assert names["__version_tuple__"] == (0, 33, 1, "dev1", "g2230624")  # setuptools-scm's shape
+    exec(overlay.version_file("0.33.0", None), names)
+    assert names["__version_tuple__"] == (0, 33, 0) and names["__commit_id__"] is None
+
+
 def test_a_checkout_is_laid_over_the_kernels_and_labelled(tmp_path) -> None:
     import json
     import subprocess
@@ -182,6 +192,7 @@ def test_a_checkout_is_laid_over_the_kernels_and_labelled(tmp_path) -> None:
     assert (laid / "_C.abi3.so").read_bytes() == b"kernel"
     assert not (laid / "__pycache__").exists()
     assert overlay.version_in((laid / "_version.py").read_text())[0] == label.python_version
+    assert "__version_tuple__ = version_tuple = (0, 33, 1, 'dev1', 'g" in (laid / "_version.py").read_text()
     assert json.loads((laid / overlay.LABEL_FILE).read_text()) == label.as_dict()
     assert overlay.lay(str(tree), site=site, kernels_version="0.32.0") == label  # laid again: same
     (tree / "vllm" / "new.py").write_text("x = 2\n")  # a local change: another tree

@@ -205,3 +205,21 @@ def test_a_tree_without_vllm_is_refused_in_one_line(tmp_path) -> None:
     (tmp_path / "site" / "vllm").mkdir(parents=True)
     with pytest.raises(HarnessError, match="not a vLLM source tree"):
         overlay.lay(str(tmp_path), site=tmp_path / "site", kernels_version="0.32.0")
+
+
+def test_a_start_that_dies_on_a_missing_op_names_it_from_the_whole_log(fake_manager) -> None:
+    """A worker's traceback sits far above the API server's own (the message holds only the
+    tail): the op is read from the whole log, on the start and on the cached earlier failure."""
+    from fixtures.errors import ServerStartError
+    from fixtures.plugin.outcomes import start_failure_op
+    from selftests.conftest import fake_config
+
+    early = "AttributeError: '_OpNamespace' '_C' object has no attribute 'activation_lut_bf16'"
+    filler = "\n".join(f"(APIServer) traceback line {i}" for i in range(80))
+    config = fake_config(FAKE_MODE="exit", FAKE_LOG=f"{early}\n{filler}")
+    for _ in range(2):  # the start, then the earlier failure raised again
+        with pytest.raises(ServerStartError) as caught:
+            fake_manager.acquire(config)
+        assert "activation_lut_bf16" not in str(caught.value)  # out of the tail
+        assert start_failure_op(caught.value) == "_C::activation_lut_bf16"
+    assert start_failure_op(ServerStartError("exited with code 1", log=filler)) is None

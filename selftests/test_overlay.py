@@ -150,6 +150,16 @@ def test_a_checkouts_version_is_what_a_build_would_state() -> None:
     assert overlay.scm_version("abc1234") is None
 
 
+def test_a_checkouts_version_file_is_the_one_vllm_imports() -> None:
+    """vllm/version.py imports `__version_tuple__` too, else the version reads "dev" (no profile)."""
+    names: dict[str, object] = {}
+    exec(overlay.version_file("0.33.1.dev1+g2230624", "2230624abc"), names)
+    assert names["__version__"] == "0.33.1.dev1+g2230624" and names["__commit_id__"] == "2230624abc"
+    assert names["__version_tuple__"] == (0, 33, 1, "dev1", "g2230624")  # setuptools-scm's shape
+    exec(overlay.version_file("0.33.0", None), names)
+    assert names["__version_tuple__"] == (0, 33, 0) and names["__commit_id__"] is None
+
+
 def test_a_checkout_is_laid_over_the_kernels_and_labelled(tmp_path) -> None:
     import json
     import subprocess
@@ -182,6 +192,7 @@ def test_a_checkout_is_laid_over_the_kernels_and_labelled(tmp_path) -> None:
     assert (laid / "_C.abi3.so").read_bytes() == b"kernel"
     assert not (laid / "__pycache__").exists()
     assert overlay.version_in((laid / "_version.py").read_text())[0] == label.python_version
+    assert "__version_tuple__ = version_tuple = (0, 33, 1, 'dev1', 'g" in (laid / "_version.py").read_text()
     assert json.loads((laid / overlay.LABEL_FILE).read_text()) == label.as_dict()
     assert overlay.lay(str(tree), site=site, kernels_version="0.32.0") == label  # laid again: same
     (tree / "vllm" / "new.py").write_text("x = 2\n")  # a local change: another tree
@@ -194,3 +205,21 @@ def test_a_tree_without_vllm_is_refused_in_one_line(tmp_path) -> None:
     (tmp_path / "site" / "vllm").mkdir(parents=True)
     with pytest.raises(HarnessError, match="not a vLLM source tree"):
         overlay.lay(str(tmp_path), site=tmp_path / "site", kernels_version="0.32.0")
+
+
+def test_a_start_that_dies_on_a_missing_op_names_it_from_the_whole_log(fake_manager) -> None:
+    """A worker's traceback sits far above the API server's own (the message holds only the
+    tail): the op is read from the whole log, on the start and on the cached earlier failure."""
+    from fixtures.errors import ServerStartError
+    from fixtures.plugin.outcomes import start_failure_op
+    from selftests.conftest import fake_config
+
+    early = "AttributeError: '_OpNamespace' '_C' object has no attribute 'activation_lut_bf16'"
+    filler = "\n".join(f"(APIServer) traceback line {i}" for i in range(80))
+    config = fake_config(FAKE_MODE="exit", FAKE_LOG=f"{early}\n{filler}")
+    for _ in range(2):  # the start, then the earlier failure raised again
+        with pytest.raises(ServerStartError) as caught:
+            fake_manager.acquire(config)
+        assert "activation_lut_bf16" not in str(caught.value)  # out of the tail
+        assert start_failure_op(caught.value) == "_C::activation_lut_bf16"
+    assert start_failure_op(ServerStartError("exited with code 1", log=filler)) is None

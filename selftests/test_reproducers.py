@@ -378,3 +378,82 @@ def test_the_verification_runs_on_the_embedded_models_named(
                             "models": {"qwen2": "tiny-qwen2-x"}, "seconds_per_model": {"qwen2": 12.5}})
     assert "models qwen2 (tiny-qwen2-x)" in text and "(qwen2 12.5 s)" in text
     assert "| a/b | finding | qwen2 |" in text and "- a/b (on qwen2): stopped reproducing" in text
+
+
+def _cpu_target() -> Any:
+    from fixtures.launching.target import TargetInfo
+
+    return TargetInfo(python=sys.executable, distribution=None, vllm_version="0.32.0+cpu",
+                      torch_version="2.9.0", platform="cpu", has_triton=False, cuda_available=False,
+                      device_name=None)
+
+
+def test_reproducers_sharing_a_server_form_one_unit(tmp_path: Path) -> None:
+    """A unit runs in one lane: every run once, the runs of one server together, a run that
+    leaves its server dead and each Python-API run alone."""
+    from fixtures.reproducing import verify
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    runs = plan(load_expectations(load_catalog()), {p.name: described(p.name) for p in SCRIPTS},
+                "0.32.0+cpu", "cpu", "0.32")
+    units = verify.units(runs, _cpu_target(), model)
+    assert sorted(id(r) for u in units for r in u) == sorted(id(r) for r in runs)
+    for unit in units:
+        if unit[0].need.python_api or unit[0].need.leaves_server_dead:
+            assert len(unit) == 1
+        else:
+            assert len({(r.need.serve_args, r.need.engines) for r in unit}) == 1
+            assert not any(r.need.python_api or r.need.leaves_server_dead for r in unit)
+    assert [u[0].need.python_api for u in units] == sorted(u[0].need.python_api for u in units)
+    assert any(len(u) > 1 for u in units), "no two reproducers share a server"
+
+
+def test_lanes_run_units_side_by_side_and_hand_back_a_failure(tmp_path: Path) -> None:
+    from fixtures.launching.server import ServerManager
+    from fixtures.reproducing import verify
+
+    def manager_on(folder: str) -> ServerManager:
+        return ServerManager(launcher=("unused",), log_dir=tmp_path / folder, start_timeout=1.0)
+
+    whole, lanes = verify.lanes_for([0, 1], manager_on)
+    assert whole.cores == [0, 1] and [lane.cores for lane in lanes] == [[0], [1]]
+    both_running = threading.Barrier(2, timeout=10)  # broken (an error) unless two lanes run at once
+    ran: list[tuple[str, list[int]]] = []
+
+    def run_unit(unit: list[Any], lane: verify.Lane) -> None:
+        if unit[0] in ("a", "b"):
+            both_running.wait()
+        ran.append((unit[0], lane.cores))
+
+    verify.run_side_by_side([["a"], ["b"], ["c"]], lanes, verify.Scripts(), run_unit)
+    assert sorted(name for name, _ in ran) == ["a", "b", "c"]
+    assert {tuple(cores) for name, cores in ran if name in "ab"} == {(0,), (1,)}
+
+    def failing(unit: list[Any], lane: verify.Lane) -> None:
+        if unit[0] == "b":
+            raise RuntimeError("lane broke")
+        ran.append((unit[0], lane.cores))
+
+    ran.clear()
+    with pytest.raises(RuntimeError, match="lane broke"):
+        verify.run_side_by_side([["a"], ["b"], ["c"]], lanes, verify.Scripts(), failing)
+    assert sorted(name for name, _ in ran) == ["a", "c"]
+
+
+def test_a_stop_ends_the_reproducers_running(tmp_path: Path) -> None:
+    from fixtures.reproducing import verify
+
+    scripts = verify.Scripts()
+    done: list[tuple[int | None, float]] = []
+    worker = threading.Thread(target=lambda: done.append(scripts.run(
+        [sys.executable, "-c", "import time; time.sleep(60)"], None, 120, tmp_path / "run.log")))
+    worker.start()
+    for _ in range(100):
+        if scripts._live:
+            break
+        threading.Event().wait(0.05)
+    scripts.stop()
+    worker.join(timeout=20)
+    assert done and done[0][0] is None and done[0][1] < 20

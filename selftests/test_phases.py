@@ -123,3 +123,27 @@ def test_the_group_map_round_trips_and_a_missing_one_reads_empty(tmp_path):
     write_groups(tmp_path / "run" / GROUPS_FILE, {"a::t": "MRV1-eager/http"})
     assert read_groups(tmp_path / "run" / GROUPS_FILE) == {"a::t": "MRV1-eager/http"}
     assert read_groups(tmp_path / "nowhere.json") == {}
+
+
+def test_a_worker_holds_no_unit_an_idle_worker_could_start(tmp_path):
+    """A unit is a server start: a worker is handed its next one only once its last test is
+    left, so small units at the end go to whichever worker frees first."""
+    pytest.importorskip("xdist")
+    groups_map = {f"conformance/t/test_big.py::t{n}": "MRV1-eager/http" for n in range(6)}
+    groups_map |= {f"conformance/t/test_u{n}.py::t": f"MRV1-eager/http/own-{n}" for n in range(5)}
+    groups = tmp_path / GROUPS_FILE
+    write_groups(groups, groups_map)
+    config = SimpleNamespace(getvalue=lambda name: ["1*popen"] if name == "tx" else None,
+                             option=SimpleNamespace(loadscopereorder=True))
+    sched = phased_scheduler(config, Quiet(), groups)
+    node, collection = Node("gw0"), list(groups_map)
+    sched.add_node(node)
+    sched.add_node_collection(node, collection)
+    sched.schedule()
+    done: list[int] = []
+    while sched.has_pending and len(done) < len(collection):
+        held = [i for i in node.sent if i not in done]
+        assert len({groups_map[collection[i]] for i in held}) <= 2, "a worker hoards units"
+        done.append(held[0])
+        sched.mark_test_complete(node, held[0])
+    assert sorted(done) == list(range(len(collection)))

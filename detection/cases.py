@@ -91,8 +91,10 @@ _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
 # was run on the real engine and every member caught (docs/faults.md); a fault that leaves the
 # engine dead (weights-sync-drops-a-tensor leaves a layer on meta) or that breaks another's test
 # stays on its own (partial-wake-resumes schedules onto a reload still on meta, wait-skips-drain
-# cuts the drain another case judges), and so do the dp2 faults whose failure restarts the
-# server (the restart costs what the merge saves).
+# cuts the drain another case judges, and a sync's resume kills the engine while
+# dp-pause-completes-before-consensus is armed). A dp2 fault whose failure wedges the server
+# pairs with a dp2 sync fault: its test is marked ends_shared_server_on_failure, so the sync's
+# test runs first on the same server and the wedge costs no start the pair would not pay apart.
 _TOGETHER: dict[str, tuple[str, ...]] = {
     "weights-bookkeeping": ("weights-finish-without-session", "weights-checker-blind",
                             "weights-update-counted-twice", "weights-held-span-keeps-label"),
@@ -105,6 +107,8 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     "frontend-caches": ("frontend-stale-pause", "weights-version-cached-per-frontend"),
     # On dp2 (alone on the machine): the custody fault keeps the engine healthy for the sync.
     "dp-keep-and-sync": ("dp-keep-aborts-one-rank", "weights-sync-first-engine-only"),
+    "dp-stale-wave-and-init": ("dp-stale-wave-wakes-paused", "weights-init-first-engine-only"),
+    "dp-wake-and-entry-0": ("dp-wake-reaches-one-rank", "weights-dp-reads-entry-0"),
     # The Python API: the same hosts once instead of once per member.
     "offline-weights-finish-and-label": ("offline-weights-finish-resumes",
                                          "weights-version-label-frozen"),
@@ -117,13 +121,11 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
 _EXTRA_ARGS = {"dp-wake-reaches-one-rank": ("--lifecycle-request-timeout", "15"),
                "dp-stale-wave-wakes-paused": ("--lifecycle-request-timeout", "15")}
 
-# The exploration on dp2 is proven here too: judged by the layered model, stock vLLM differs
-# at its first un-paused sleep, on the dp2 server this case starts anyway.
-LAYERED_BEHAVIOURS = ("custody/refuse-unpaused-sleep", "custody/late-arrival",
-                      "topology/layered-sleep-every-rank", "topology/reference-model")
+# Stock vLLM judged by the layered profile: an un-paused sleep accepted (one engine and dp2), a
+# request arriving during a pause held instead of rejected, and the dp2 exploration differing at
+# either.
 UNPAUSED_SLEEP_DONE = r"un-paused sleep must be refused .*; observed POST /sleep\?level=1 -> 200\b"
-# What the exploration reports where stock vLLM is not layered: an un-paused sleep accepted, or
-# a request arriving during a pause held instead of rejected.
+HELD_NOT_REJECTED = r"no rejection within .*the request was held instead"
 LAYERED_DISCREPANCY = (r"expected a 4xx naming 'pause'; observed POST /sleep\S* -> 200\b"
                        r"|expected a 503 'Generation is paused"
                        r"|no rejection within \S+ s; the request was held instead")
@@ -150,20 +152,30 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         profile=preview.profile, keyword=variant, topologies=("single",),
         summary="the layered contract (RFC #51476 §4, PR #53082) previewed on the real engine",
     ))
+    # Stock vLLM under the layered profile, in two cases: its one-engine tests run side by side
+    # with the other single-engine cases; only the dp2 ones take the machine to themselves.
     out.append(Case(
-        name="stock-under-layered", fault=None,
-        behaviours=(*LAYERED_BEHAVIOURS, "flags/awake-baseline"), expect_fail=LAYERED_BEHAVIOURS,
-        profile="layered", keyword=variant,
+        name="stock-under-layered-one-engine", fault=None,
+        behaviours=("custody/refuse-unpaused-sleep", "custody/late-arrival", "flags/awake-baseline"),
+        expect_fail=("custody/refuse-unpaused-sleep", "custody/late-arrival"),
+        profile="layered", keyword=variant, topologies=("single",),
+        summary="stock vLLM judged by the layered profile on one engine: the tentative tests must fail",
+        symptoms={"custody/refuse-unpaused-sleep": UNPAUSED_SLEEP_DONE,
+                  "custody/late-arrival": HELD_NOT_REJECTED},
+    ))
+    dp2_layered = ("custody/late-arrival", "topology/layered-sleep-every-rank", "topology/reference-model")
+    out.append(Case(
+        name="stock-under-layered-dp2", fault=None, behaviours=dp2_layered, expect_fail=dp2_layered,
+        profile="layered", keyword=variant, topologies=("dp2",),
         # The catch needs no minimal reproduction: the dp2 exploration skips its shrink. It
         # keeps the budget it had before the dp2 default dropped to 2 (it stops at the first
         # discrepancy, so the budget costs only when none is found).
         extra_args=("--hypothesis-profile", "lifecycle-no-shrink",
                     "--lifecycle-topology-explore-examples", "20"),
-        summary="stock vLLM judged by the layered profile: the tentative tests must fail",
-        symptoms={"custody/refuse-unpaused-sleep": UNPAUSED_SLEEP_DONE,
+        summary="stock vLLM judged by the layered profile on dp2: the tentative tests must fail",
+        symptoms={"custody/late-arrival": HELD_NOT_REJECTED,
                   "topology/layered-sleep-every-rank": UNPAUSED_SLEEP_DONE,
-                  "topology/reference-model": LAYERED_DISCREPANCY,
-                  "custody/late-arrival": r"no rejection within .*the request was held instead"},
+                  "topology/reference-model": LAYERED_DISCREPANCY},
     ))
     out.append(Case(
         name="exploration-partial-wake-resumes", fault="partial-wake-resumes",

@@ -14,6 +14,7 @@ import pytest
 from fixtures.errors import ServerDiedError
 from fixtures.observing.api_shape import ApiShape
 from fixtures.observing.client import ControlPlane
+from fixtures.observing.engine import TrackedControlPlane
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\": true}"
 
@@ -75,6 +76,17 @@ def test_a_read_that_times_out_is_not_tried_again(server):
     with pytest.raises(AssertionError, match="GET /hang got no answer within"):
         control.call("GET", "/hang", timeout=0.3)
     assert time.monotonic() - began < 0.9 and server.seen == ["GET"]
+
+
+def test_the_first_call_left_unanswered_is_kept_for_the_teardown(server):
+    """A test's engine whose call got no answer is stopped at teardown if the test failed
+    (fixtures/plugin/engines.py): the client keeps which call it was."""
+    control = TrackedControlPlane(server.url, 5, lambda: None, ApiShape(), {})
+    assert control.call("GET", "/is_paused").status == 200 and control.unanswered is None
+    for method in ("POST", "GET"):
+        with pytest.raises(AssertionError, match="got no answer within"):
+            control.call(method, "/hang", timeout=0.3)
+    assert control.unanswered == "POST /hang"
 
 
 class KeepAliveServer:

@@ -61,9 +61,15 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
     names = [c.name for c in cases()]
     armed = {name for c in cases() for name in (c.fault or "").split(",")}
     assert armed >= {f for f, v in FAULTS.items() if v.kind == "fault"}
-    assert "preview-layered" in names and "stock-under-layered" in names
-    stock = next(c for c in cases() if c.name == "stock-under-layered")
-    assert stock.fault is None and stock.profile == "layered" and stock.expect_fail
+    assert "preview-layered" in names
+    # Stock vLLM under the layered profile: one case per topology, each must fail every test.
+    stock = [c for c in cases() if c.name.startswith("stock-under-layered")]
+    assert sorted(c.topologies for c in stock) == [("dp2",), ("single",)]
+    for case in stock:
+        assert case.fault is None and case.profile == "layered" and case.expect_fail
+    assert {b for c in stock for b in c.expect_fail} == {
+        "custody/refuse-unpaused-sleep", "custody/late-arrival",
+        "topology/layered-sleep-every-rank", "topology/reference-model"}
     for case in cases("MRV1-eager"):
         args = case.pytest_args()
         assert args[0] == "--lifecycle-behaviours" and "MRV1-eager" in args[args.index("-k") + 1]

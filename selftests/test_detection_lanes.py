@@ -3,6 +3,7 @@ that every case's run (or its crash) reaches the test waiting on it."""
 
 from __future__ import annotations
 
+import ast
 import threading
 import time
 from pathlib import Path
@@ -51,10 +52,46 @@ def test_every_real_case_is_placed_once():
     plan = schedule(real, CATALOG, 2)
     assert sorted(c.name for c in (*plan.alone, *plan.side_by_side)) == sorted(c.name for c in real)
     assert {c.name for c in plan.alone} >= {"dp-pause-completes-before-consensus",
-                                             "dp-keep-and-sync", "weights-dp-reads-entry-0"}
-    # The single-engine custody faults stay on one core although their behaviours run on dp2 too.
+                                             "dp-keep-and-sync", "dp-wake-and-entry-0",
+                                             "dp-stale-wave-and-init", "stock-under-layered-dp2"}
+    # The single-engine custody faults stay on one core although their behaviours run on dp2 too,
+    # and so does stock vLLM's one-engine part under the layered profile.
     assert {c.name for c in plan.side_by_side} >= {"keep-aborts", "wait-skips-drain",
-                                                   "wake-and-admission", "preview-layered"}
+                                                   "wake-and-admission", "preview-layered",
+                                                   "stock-under-layered-one-engine"}
+
+
+def _marked_last() -> dict[str, bool]:
+    """Each conformance test's behaviour (named by a literal) -> whether every test of it is
+    marked to run last."""
+    marked: dict[str, bool] = {}
+    for path in (Path(__file__).resolve().parent.parent / "conformance").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            ids = [d.args[0].value for d in node.decorator_list
+                   if isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.behaviour"
+                   and d.args and isinstance(d.args[0], ast.Constant)]
+            last = "pytest.mark.ends_shared_server_on_failure" in map(ast.unparse, node.decorator_list)
+            for bid in ids:
+                marked[bid] = marked.get(bid, True) and last
+    return marked
+
+
+def test_a_wedging_fault_merged_with_others_runs_its_tests_last_on_their_server():
+    """A merged case saves a start only if its wedging member's tests (a fault given a short
+    request timeout because it wedges the engine) run after the other members' tests."""
+    from detection.cases import _EXTRA_ARGS
+    from vllm_lifecycle.faults.registry import FAULTS
+
+    marked = _marked_last()
+    assert marked["weights/sync-reaches-every-rank"] is False  # the scan sees an unmarked test
+    merged = [c for c in cases() if "," in str(c.fault)]
+    wedging = {f for c in merged for f in str(c.fault).split(",") if f in _EXTRA_ARGS}
+    assert wedging == {"dp-wake-reaches-one-rank", "dp-stale-wave-wakes-paused"}
+    for fault in wedging:
+        for bid in FAULTS[fault].breaks:
+            assert marked[bid], f"{fault}: the tests of {bid} are not marked to run last"
 
 
 def test_lanes_run_alone_cases_on_every_core_then_the_rest_one_core_each():

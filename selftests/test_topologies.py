@@ -392,7 +392,7 @@ def test_stock_under_layered_explores_unshrunk_and_names_a_held_rejection():
     import fixtures.plugin.options  # noqa: F401  (registers the profile)
     from detection import cases as detection
 
-    case = next(c for c in detection.cases() if c.name == "stock-under-layered")
+    case = next(c for c in detection.cases() if c.name == "stock-under-layered-dp2")
     assert case.pytest_args()[-4:] == ["--hypothesis-profile", "lifecycle-no-shrink",
                                        "--lifecycle-topology-explore-examples", "20"]
     assert Phase.shrink not in settings.get_profile("lifecycle-no-shrink").phases

@@ -457,3 +457,20 @@ def test_a_stop_ends_the_reproducers_running(tmp_path: Path) -> None:
     scripts.stop()
     worker.join(timeout=20)
     assert done and done[0][0] is None and done[0][1] < 20
+
+
+def test_a_harness_error_while_running_is_one_line_and_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A machine that cannot hold a reproducer's engines is named, not a traceback."""
+    from fixtures.errors import ConfigError
+    from fixtures.reproducing import verify
+
+    def no_cores(*args: object, **kwargs: object) -> list[dict[str, Any]]:
+        raise ConfigError("2 data-parallel engines need 2 CPU cores; 1 available")
+
+    monkeypatch.setattr(verify, "probe_target", lambda python: _cpu_target())
+    monkeypatch.setattr(verify, "embedded_model", lambda python, name="llama": tmp_path / name)
+    monkeypatch.setattr(verify, "execute", no_cores)
+    assert verify.main(["--out", str(tmp_path / "out")]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said == "reproducers: 2 data-parallel engines need 2 CPU cores; 1 available"

@@ -61,6 +61,9 @@ class Case:
 GPU_ONLY = "vllm-trainer"
 
 
+# The misuse instances with requests in flight or held (conformance/misuse), and the guards.
+WITH_WORK = "with-work or then or streaming or held or awake_baseline or pause_resume"
+
 # Instances that exercise a fault, where a behaviour's other parameters cannot see it.
 _KEYWORDS = {
     "keep-aborts": "keep or awake_baseline or pause_resume",
@@ -76,6 +79,9 @@ _KEYWORDS = {
     "dp-pause-completes-before-consensus": "keep",
     # Its one test, so that it narrows a merged case as it does alone.
     "weights-sync-first-engine-only": "sync_reaches",
+    # The work-in-flight faults: only the instances with requests in flight or held see them.
+    **{name: WITH_WORK for name in ("noop-resume-aborts", "unknown-tag-wake-aborts", "repeat-pause-aborts",
+                                    "refused-release-aborts", "route-refusal-aborts")},
 }
 
 # The topologies a case runs on, where its behaviours declare more than its fault needs: the
@@ -84,7 +90,11 @@ _KEYWORDS = {
 _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
                "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",),
                "weights-version-cached-per-frontend": ("api2",),
-               "frontend-stale-pause": ("api2", "single")}
+               "frontend-stale-pause": ("api2", "single"),
+               # One engine: the refusals and no-ops act alike on every engine and API server.
+               **{name: ("single",) for name in ("noop-resume-aborts", "unknown-tag-wake-aborts",
+                                                 "repeat-pause-aborts", "refused-release-aborts",
+                                                 "route-refusal-aborts")}}
 
 # Cases merged into one (one server or host start instead of one each): each member's fault
 # patches its own functions and breaks its own behaviours, judged by its own symptom. Each group
@@ -109,6 +119,9 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     "dp-keep-and-sync": ("dp-keep-aborts-one-rank", "weights-sync-first-engine-only"),
     "dp-stale-wave-and-init": ("dp-stale-wave-wakes-paused", "weights-init-first-engine-only"),
     "dp-wake-and-entry-0": ("dp-wake-reaches-one-rank", "weights-dp-reads-entry-0"),
+    # Requests left alone by no-op, repeated and refused calls: five functions, one server.
+    "work-in-flight": ("noop-resume-aborts", "unknown-tag-wake-aborts", "repeat-pause-aborts",
+                       "refused-release-aborts", "route-refusal-aborts"),
     # The Python API: the same hosts once instead of once per member.
     "offline-weights-finish-and-label": ("offline-weights-finish-resumes",
                                          "weights-version-label-frozen"),
@@ -245,7 +258,8 @@ def _together(name: str, members: list[Case], variant: str) -> Case:
     breaks = [b for c in members for b in c.expect_fail]
     if len(set(breaks)) != len(breaks) or len({c.transport for c in members}) != 1:
         raise ValueError(f"{name}: cases merged must break distinct behaviours over one transport")
-    narrowings = [(c.keyword or variant).removeprefix(variant).removeprefix(" and ") for c in members]
+    narrowings = list(dict.fromkeys((c.keyword or variant).removeprefix(variant).removeprefix(" and ")
+                                    for c in members))
     keyword = (variant if "" in narrowings
                else f"{variant} and (" + " or ".join(f"({n})" for n in narrowings) + ")")
     # The members' own topologies; one with none of its own runs on theirs.

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from fixtures.axes.topologies import SINGLE
 from fixtures.judging import judges
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
@@ -216,18 +217,18 @@ class ScriptedEngine:
 
 def test_pause_while_paused_passes_and_catches_a_refused_repeat():
     paused = load("misuse/test_pause_while_paused.py")
-    paused.test_pause_while_paused(ScriptedEngine(), "keep")
+    paused.test_pause_while_paused(ScriptedEngine(), SINGLE, "keep")
     with pytest.raises(AssertionError,
                        match=r"^expected 200 \{'status': 'paused'\}; observed POST /pause -> 500"):
-        paused.test_pause_while_paused(ScriptedEngine("double-pause-500"), "keep")
+        paused.test_pause_while_paused(ScriptedEngine("double-pause-500"), SINGLE, "keep")
 
 
 def test_invalid_mode_while_paused_passes_and_catches_an_unpause():
     paused = load("misuse/test_pause_while_paused.py")
-    paused.test_invalid_mode_while_paused(ScriptedEngine(), "abort")
+    paused.test_invalid_mode_while_paused(ScriptedEngine(), SINGLE, "abort")
     with pytest.raises(AssertionError, match=r"^after the refused /pause\?mode=invalid while paused "
                                              r"\(abort\): expected is_sleeping=True is_paused=True"):
-        paused.test_invalid_mode_while_paused(ScriptedEngine("invalid-mode-resumes"), "abort")
+        paused.test_invalid_mode_while_paused(ScriptedEngine("invalid-mode-resumes"), SINGLE, "abort")
 
 
 def test_resleep_after_partial_wake_passes_and_catches_a_stale_gauge():

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 from conformance.metrics import test_sleep_ops as sleep_ops
-from fixtures.judging import custody, delivery, judges
+from fixtures.judging import custody, delivery, judges, with_work
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
 from fixtures.judging.assertions import HoldSample, hold_problems
@@ -127,6 +127,27 @@ def deltas(outputs: list[list[int]], reference: list[int], last_reason: str = "l
     return "; ".join(delivery.exactly_once_problems("delta", history, reference)) + "; observed 1 request"
 
 
+def streamed_then_aborted() -> str:
+    """fixtures/judging/with_work.py:streaming_problems: a request streaming across the call,
+    ended by it with 'abort' after 40 of its 500 tokens."""
+    return "POST /resume: " + "; ".join(judges.completion_problems(gen("abort", 40, chunks=5), 500))
+
+
+def held_then_ended(name: str, tokens: int, step: str = "a second POST /pause?mode=keep") -> str:
+    """fixtures/judging/with_work.py:still_held_problems: a held request ended by the call."""
+    seen = gen("abort", tokens, chunks=min(tokens, 3))
+    seen.done.set()
+    return with_work.moved_problems(name, seen, tokens, tokens, step)[0]
+
+
+def held_then_ran(step: str = "a second POST /pause?mode=keep") -> str:
+    """The same, a held request that ran on instead (another failure of the behaviour)."""
+    return with_work.moved_problems("kept request", gen(None, 40, chunks=9, ended=False), 12, 40, step)[0]
+
+
+WORK_HELD_ENDED = [held_then_ended("kept request", 12), held_then_ended("arrived request", 0)]
+
+
 ABORTED_AT_ONCE = gen("abort", 0)
 STREAM_ENDED_BARE = gen(None, None)  # a stream aborted before its first token: no finish reason
 RAN_IN_FULL = gen("length", 32, chunks=32)
@@ -160,6 +181,16 @@ def _sleep_ops_text(sleeps: int, wakes: int, releases: int, releases_in_flight: 
 
 # (fault, behaviour) -> every message that fault's effect can make the behaviour's test fail with.
 FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
+    # conformance/misuse: the with-work instances (fixtures/judging/with_work.py)
+    ("noop-resume-aborts", "misuse/resume-while-running"): [streamed_then_aborted()],
+    ("noop-resume-aborts", "misuse/wake-while-awake"): [streamed_then_aborted()],
+    ("unknown-tag-wake-aborts", "misuse/unknown-wake-tag"): WORK_HELD_ENDED,
+    ("repeat-pause-aborts", "misuse/pause-while-paused"): WORK_HELD_ENDED,
+    ("repeat-pause-aborts", "misuse/sleep-while-asleep"): WORK_HELD_ENDED,
+    ("refused-release-aborts", "misuse/release-kv-out-of-order"): [streamed_then_aborted(), *WORK_HELD_ENDED],
+    ("route-refusal-aborts", "misuse/invalid-sleep-level"): [streamed_then_aborted()],
+    ("route-refusal-aborts", "misuse/invalid-mode"): [streamed_then_aborted()],
+    ("route-refusal-aborts", "misuse/invalid-mode-while-paused"): WORK_HELD_ENDED,
     ("partial-wake-resumes", "flags/partial-wake"): [
         state_is("after waking only weights", asleep(1), StateView(True, False, SLEEP_GAUGE[1])),
         # conformance/flags/test_sleep_flags_offline.py
@@ -331,6 +362,13 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
+    # A held request that ran on, or a refused repeat: not the work ended.
+    "misuse/pause-while-paused": [
+        held_then_ran(), reply_is("200 {'status': 'paused'}", "POST /pause -> 500 {'error': 'boom'} (0.01 s)")],
+    # A resume refused, or a stream that finished with other ids.
+    "misuse/resume-while-running": [
+        reply_is("200 {'status': 'resumed'}", "POST /resume -> 500 {'error': 'boom'} (0.01 s)"),
+        "POST /resume: token ids differ from the uninterrupted run from position 3 (500 vs 500 ids)"],
     # A rank's own loads wrong otherwise: none logged, a short chunk, or rank 0 on rank 1's entry.
     "weights/sync-reaches-every-rank": [
         *wj.rank_load_problems(
@@ -461,6 +499,8 @@ OTHER_MESSAGES: dict[str, list[str]] = {
 # The symptoms that once matched every message of their behaviour, and the one each fault's
 # tightened wording now has to tell apart from the rest.
 CROSS_CHECKED = {
+    ("repeat-pause-aborts", "misuse/pause-while-paused"),
+    ("noop-resume-aborts", "misuse/resume-while-running"),
     ("dp-keep-aborts-one-rank", "custody/pause-in-flight"),
     ("dp-keep-aborts-one-rank", "custody/sleep-in-flight"),
     ("rss-leak-per-cycle", "mechanism/host-rss-stable"),

@@ -1,11 +1,16 @@
-"""Invalid query parameters are refused with 400 naming the parameter, state unchanged."""
+"""Invalid query parameters are refused with 400 naming the parameter, state unchanged, and a
+request streaming when the refusal lands runs on unchanged."""
 
 import pytest
 
+from fixtures.judging import with_work
 from fixtures.judging.assertions import serving, state_is
+from fixtures.judging.with_work import Call
+from fixtures.observing.client import Reply
 from fixtures.observing.engine import AWAKE_GAUGE, StateView
 
 AWAKE = StateView(is_sleeping=False, is_paused=False, gauge=AWAKE_GAUGE)
+LEVELS = {"minus1": "-1", "3": "3", "abc": "abc"}
 
 
 def refused_naming(engine, reply, param):
@@ -21,17 +26,37 @@ def refused_naming(engine, reply, param):
     )
 
 
+def refused_with_400(reply: Reply) -> list[str]:
+    return [] if reply.status == 400 else [f"expected 400; observed {reply.describe()}"]
+
+
 @pytest.mark.behaviour("misuse/invalid-sleep-level")
-@pytest.mark.parametrize("level", ["-1", "3", "abc"], ids=["minus1", "3", "abc"])
-def test_invalid_sleep_level(engine, level):
-    refused_naming(engine, engine.control.sleep(level), "query.level")
-    state_is(engine, AWAKE, f"after the refused /sleep?level={level}")
+@pytest.mark.topologies("single", "api2")
+@pytest.mark.topology_params(level="with-work")
+@pytest.mark.parametrize("level", [*LEVELS, "with-work"])
+def test_invalid_sleep_level(topology_engine, topology, level):
+    engine = topology_engine
+    if level == "with-work":
+        calls = [Call("POST", f"/sleep?level={v}") for v in LEVELS.values()]
+        problems = with_work.streaming_problems(engine, topology, calls, refused_with_400)
+        assert not problems, "; ".join(problems)
+        return
+    refused_naming(engine, engine.control.sleep(LEVELS[level]), "query.level")
+    state_is(engine, AWAKE, f"after the refused /sleep?level={LEVELS[level]}")
     serving(engine)
 
 
 @pytest.mark.behaviour("misuse/invalid-mode")
-@pytest.mark.parametrize("endpoint", ["sleep", "pause"])
-def test_invalid_mode(engine, endpoint):
+@pytest.mark.topologies("single", "api2")
+@pytest.mark.topology_params(endpoint="with-work")
+@pytest.mark.parametrize("endpoint", ["sleep", "pause", "with-work"])
+def test_invalid_mode(topology_engine, topology, endpoint):
+    engine = topology_engine
+    if endpoint == "with-work":
+        calls = [Call("POST", "/sleep?mode=foo"), Call("POST", "/pause?mode=foo")]
+        problems = with_work.streaming_problems(engine, topology, calls, refused_with_400)
+        assert not problems, "; ".join(problems)
+        return
     call = engine.control.sleep if endpoint == "sleep" else engine.control.pause
     refused_naming(engine, call(mode="foo"), "query.mode")
     state_is(engine, AWAKE, f"after the refused /{endpoint}?mode=foo")

@@ -1,12 +1,15 @@
-"""/release_kv_cache_memory out of order: refused, nothing released, output unchanged."""
+"""/release_kv_cache_memory out of order: refused, nothing released, output unchanged, and the
+requests streaming or held when the refusal lands left as they were."""
 
 from __future__ import annotations
 
 import pytest
 
+from fixtures.axes.topologies import SINGLE
 from fixtures.errors import HarnessError
-from fixtures.judging import judges
+from fixtures.judging import judges, with_work
 from fixtures.judging.assertions import reply_is, state_is
+from fixtures.judging.with_work import Call, refused
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.spec.profiles import PROFILES
 
@@ -19,8 +22,22 @@ NEEDS = {"awake": "completed pause", "asleep": "resident"}
 
 
 @pytest.mark.behaviour("misuse/release-kv-out-of-order")
-@pytest.mark.parametrize("state", ["awake", "asleep"])
+@pytest.mark.parametrize("state", ["awake", "asleep", "streaming", "held"])
 def test_release_kv_out_of_order(engine, state):
+    if state in ("streaming", "held"):
+        # With work: whatever status the refusal takes (awake and asleep judge it), it MUST
+        # leave a request streaming (awake) or held (asleep: kept and arrived) as it found them.
+        release = Call("POST", "/release_kv_cache_memory")
+        if state == "streaming":
+            problems = with_work.streaming_problems(engine, SINGLE, [release], refused(NEEDS["awake"]))
+        else:
+            held = with_work.hold(engine, SINGLE, Call("POST", "/sleep?level=1&mode=keep"))
+            problems = with_work.repeat_problems(engine, SINGLE, held, [release], refused(NEEDS["asleep"]),
+                                                 flags=(True, True))
+            problems += with_work.still_held_problems(held, "the refused release while asleep")
+            problems += with_work.released_problems(engine, held, Call("POST", "/wake_up"))
+        assert not problems, "; ".join(problems)
+        return
     before = engine.complete(PROMPT, TOKENS)
     if judges.completion_problems(before, TOKENS):
         raise HarnessError(f"the greedy run before the release failed: {before.summary()}")

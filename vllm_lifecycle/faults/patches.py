@@ -528,3 +528,73 @@ def finish_resumes_scheduler(original: Fn) -> Fn:
             self.resume_scheduler()  # the bug: the sync ends a pause that is the caller's
         return result
     return collective_rpc
+
+
+# -- calls that must leave requests alone: a no-op, a repeat or a refusal that aborts them ------
+
+def _abort_everything(core: Any) -> None:
+    """End every request the engine core holds with 'abort', its client told (as an abort
+    pause does)."""
+    from vllm.v1.request import RequestStatus
+
+    aborted = core.scheduler.finish_requests(None, RequestStatus.FINISHED_ABORTED)
+    send = getattr(core, "_send_abort_outputs", None)
+    if send is not None and aborted:
+        send(aborted)
+
+
+def noop_resume_aborts(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def resume_scheduler(self: Any) -> None:
+        if not self.is_scheduler_paused():
+            _abort_everything(self)  # the bug: a resume with nothing to resume ends the work
+        original(self)
+    return resume_scheduler
+
+
+def unknown_tag_wake_aborts(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def wake_up(self: Any, tags: list[str] | None = None) -> bool:
+        asleep = set(getattr(self.model_executor, "sleeping_tags", ()))
+        named = [t for t in (tags or ()) if t != "scheduling"]
+        if named and not set(named) <= asleep:
+            _abort_everything(self)  # the bug: a wake that wakes nothing ends what is held
+        return bool(original(self, tags))
+    return wake_up
+
+
+def repeat_pause_aborts(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def pause_scheduler(self: Any, mode: str = "abort", clear_cache: bool = True) -> Any:
+        if mode != "abort" and self.is_scheduler_paused():
+            _abort_everything(self)  # the bug: a repeated keep or wait pause ends what is held
+        return original(self, mode=mode, clear_cache=clear_cache)
+    return pause_scheduler
+
+
+def refused_release_aborts(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def release_kv_cache_memory(self: Any) -> None:
+        ready = (self.is_scheduler_paused() and not self.scheduler.has_requests()
+                 and not self.batch_queue and not self.model_executor.is_sleeping)
+        if not ready:
+            _abort_everything(self)  # the bug: the refusal ends the work before it refuses
+        original(self)
+    return release_kv_cache_memory
+
+
+LIFECYCLE_ROUTES = ("/sleep", "/wake_up", "/pause", "/resume", "/release_kv_cache_memory")
+
+
+def route_refusal_aborts(original: Fn) -> Fn:
+    @functools.wraps(original)
+    async def validation_exception_handler(req: Any, exc: Any) -> Any:
+        if req.url.path in LIFECYCLE_ROUTES:
+            # The bug: a lifecycle call refused for its parameters still ends this API
+            # server's requests.
+            client = req.app.state.engine_client
+            ids = list(client.output_processor.request_states)
+            if ids:
+                await client.abort(ids)
+        return await original(req, exc)
+    return validation_exception_handler

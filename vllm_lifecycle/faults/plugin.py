@@ -27,12 +27,13 @@ def source_digest(func: Any) -> str:
 
 
 def resolve(target: str) -> tuple[Any, str, Any]:
-    """``module:Class.attr`` -> (owner class, attribute name, the function found there)."""
+    """``module:Class.attr`` (or ``module:function``) -> (owner class or module, attribute name,
+    the function found there)."""
     module_name, _, qualname = target.partition(":")
     owner_path, _, attr = qualname.rpartition(".")
     try:
         owner: Any = importlib.import_module(module_name)
-        for part in owner_path.split("."):
+        for part in owner_path.split(".") if owner_path else ():  # none: a module's own function
             owner = getattr(owner, part)
         found = owner.__dict__[attr]
     except (ImportError, AttributeError, KeyError) as exc:

@@ -83,6 +83,11 @@ _OPERATION_RECORD = ("vllm.entrypoints.rl.online.metrics:WeightOperationMetrics.
 _TRACK_VERSION = ("vllm.v1.engine.output_processor:RequestState.track_weight_version", "7fb28c8fbfa23e41")
 _ENGINE_COLLECTIVE_RPC = ("vllm.v1.engine.core:EngineCore.collective_rpc", "f0d85bf03430af63")
 _WORKER_UPDATE = ("vllm.v1.worker.gpu_worker:Worker.update_weights", "a7103b1a7759efe5")
+_ENGINE_RESUME = ("vllm.v1.engine.core:EngineCore.resume_scheduler", "206f103ac66e1ee7")
+_ENGINE_RELEASE_KV = ("vllm.v1.engine.core:EngineCore.release_kv_cache_memory", "98bff1aadb2ca398")
+# A module-level function, read by init_exception_handler when the app is built (after plugins load).
+_ROUTE_VALIDATION = ("vllm.entrypoints.serve.exception_handling.register:validation_exception_handler",
+                     "97509002a3c6851d")
 _WORKER_INIT = ("vllm.v1.worker.gpu_worker:Worker.init_weight_transfer_engine", "1e9dcb8540c8536b")
 
 
@@ -108,6 +113,10 @@ RAN_WHILE_HELD = (rf"^(?!.*{_ENDED_WITHOUT_A_TOKEN})"
                   r".*(ran|running|started|answered|streamed|tokens arrived|produced) "
                   r".*(held|only weights was awake)")
 ABORTED_INSTEAD_OF_FINISHED = r"finish reasons \['abort'\], expected all 'length'"
+# A request streaming across a call that must leave it alone was aborted, or one the engine
+# held was ended by it (fixtures/judging/with_work.py's wording).
+WORK_ENDED = (rf"{ABORTED_INSTEAD_OF_FINISHED}"
+              r"|ended while it should be held; observed finish_reasons=\{(0: (None|'abort'))?\}")
 # The late request ends at once, with no token, instead of waiting (expect.held's messages).
 ABORTED_INSTEAD_OF_HELD = (r"the request was (answered while it should be held \((before it was seen "
                            r"counted by /load|[0-9.]+ s into the [0-9.]+ s hold window)\)"
@@ -577,6 +586,51 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("weights/sync-leaves-state",),
         patches=(_patch(_ENGINE_COLLECTIVE_RPC, "finish_resumes_scheduler"),),
         symptoms=(("weights/sync-leaves-state", FINISH_RESUMED),),
+    ),
+    Fault(
+        "noop-resume-aborts", "fault",
+        "a resume on an engine that is not paused (a /resume, or the resume every full wake ends "
+        "with) aborts the requests in flight",
+        "issue 42; vLLM 0.32 DPEngineCoreProc.resume_scheduler ('not paused, ignoring')",
+        breaks=("misuse/resume-while-running", "misuse/wake-while-awake"),
+        patches=(_patch(_ENGINE_RESUME, "noop_resume_aborts"),),
+        symptoms=(("misuse/resume-while-running", WORK_ENDED),
+                  ("misuse/wake-while-awake", WORK_ENDED)),
+    ),
+    Fault(
+        "unknown-tag-wake-aborts", "fault",
+        "a /wake_up naming a tag that is not asleep wakes nothing but aborts every request held",
+        "issue 42; vLLM 0.32 EngineCore.wake_up",
+        breaks=("misuse/unknown-wake-tag",),
+        patches=(_patch(_ENGINE_WAKE_UP, "unknown_tag_wake_aborts"),),
+        symptoms=(("misuse/unknown-wake-tag", WORK_ENDED),),
+    ),
+    Fault(
+        "repeat-pause-aborts", "fault",
+        "a keep or wait pause on an engine already paused (or asleep) aborts what the first held",
+        "issue 42; vLLM 0.32 EngineCore.pause_scheduler ('All pause modes queue new adds')",
+        breaks=("misuse/pause-while-paused", "misuse/sleep-while-asleep"),
+        patches=(_patch(_PROC_PAUSE, "repeat_pause_aborts"),),
+        symptoms=(("misuse/pause-while-paused", WORK_ENDED),
+                  ("misuse/sleep-while-asleep", WORK_ENDED)),
+    ),
+    Fault(
+        "refused-release-aborts", "fault",
+        "a /release_kv_cache_memory the engine refuses aborts every request before refusing",
+        "issue 42; vLLM 0.32 EngineCore.release_kv_cache_memory",
+        breaks=("misuse/release-kv-out-of-order",),
+        patches=(_patch(_ENGINE_RELEASE_KV, "refused_release_aborts"),),
+        symptoms=(("misuse/release-kv-out-of-order", WORK_ENDED),),
+    ),
+    Fault(
+        "route-refusal-aborts", "fault",
+        "a lifecycle call refused at the route (400: invalid level or mode) aborts the API "
+        "server's requests",
+        "issue 42; vLLM 0.32 validation_exception_handler",
+        breaks=("misuse/invalid-sleep-level", "misuse/invalid-mode", "misuse/invalid-mode-while-paused"),
+        patches=(_patch(_ROUTE_VALIDATION, "route_refusal_aborts"),),
+        symptoms=(("misuse/invalid-sleep-level", WORK_ENDED), ("misuse/invalid-mode", WORK_ENDED),
+                  ("misuse/invalid-mode-while-paused", WORK_ENDED)),
     ),
 )}
 

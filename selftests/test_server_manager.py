@@ -109,3 +109,17 @@ def test_environment_pins_runner_and_dev_mode():
     assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     prod = LaunchConfig(variant=config.variant, model="m", served_model_name="m", dev_mode=False)
     assert "VLLM_SERVER_DEV_MODE" not in prod.environment({"VLLM_SERVER_DEV_MODE": "1"})
+
+
+def test_a_leader_left_alone_is_killed_without_waiting_out_the_grace():
+    """An API server whose children are gone but which still waits on its open streams."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+         "time.sleep(600)"],
+        start_new_session=True,
+    )
+    time.sleep(0.3)
+    began = time.monotonic()
+    stop_process_group(proc, grace=30.0)
+    assert proc.poll() == -signal.SIGKILL
+    assert group_members(proc.pid) == [] and time.monotonic() - began < 10

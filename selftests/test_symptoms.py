@@ -364,7 +364,8 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 OTHER_MESSAGES: dict[str, list[str]] = {
     # A held request that ran on, or a refused repeat: not the work ended.
     "misuse/pause-while-paused": [
-        held_then_ran(), reply_is("200 {'status': 'paused'}", "POST /pause -> 500 {'error': 'boom'} (0.01 s)")],
+        held_then_ran(),
+        reply_is("200 {'status': 'paused'}", "POST /pause -> 500 {'error': 'boom'} (0.01 s)")],
     # A resume refused, or a stream that finished with other ids.
     "misuse/resume-while-running": [
         reply_is("200 {'status': 'resumed'}", "POST /resume -> 500 {'error': 'boom'} (0.01 s)"),

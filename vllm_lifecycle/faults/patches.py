@@ -593,8 +593,8 @@ def route_refusal_aborts(original: Fn) -> Fn:
             # The bug: a lifecycle call refused for its parameters still ends this API
             # server's requests.
             client = req.app.state.engine_client
-            ids = list(client.output_processor.request_states)
+            ids = list(client.output_processor.request_states)  # internal ids
             if ids:
-                await client.abort(ids)
+                await client.abort(ids, internal=True)
         return await original(req, exc)
     return validation_exception_handler

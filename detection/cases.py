@@ -84,10 +84,15 @@ _KEYWORDS = {
                                     "refused-release-aborts", "route-refusal-aborts")},
 }
 
+# partial-wake-resumes on every data-parallel engine: a case of its own, merged with others on dp2.
+DP2_PARTIAL_WAKE = "dp2-partial-wake-resumes"
+
 # The topologies a case runs on, where its behaviours declare more than its fault needs: the
 # single-engine custody faults are proven on one engine (a dp2 server would cost a start and the
-# whole machine), the per-rank one on dp2 alone (with one engine the fault never fires).
+# whole machine), the per-rank one on dp2 alone (with one engine the fault never fires). The
+# partial wake is proven on one engine here, on dp2 by DP2_PARTIAL_WAKE.
 _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
+               "partial-wake-resumes": ("single",),
                "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",),
                "weights-version-cached-per-frontend": ("api2",),
                "frontend-stale-pause": ("api2", "single"),
@@ -115,8 +120,10 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     "gauge-and-stale-kv": ("gauge-not-updated", "weights-keep-pause-stale-kv"),
     # Both API-server caches on one api2 server.
     "frontend-caches": ("frontend-stale-pause", "weights-version-cached-per-frontend"),
-    # On dp2 (alone on the machine): the custody fault keeps the engine healthy for the sync.
-    "dp-keep-and-sync": ("dp-keep-aborts-one-rank", "weights-sync-first-engine-only"),
+    # On dp2 (alone on the machine): the custody fault keeps the engine healthy for the sync, and
+    # the partial wake's held requests run and end (no wedge) before a full wake restores it.
+    "dp-keep-sync-and-partial-wake": ("dp-keep-aborts-one-rank", "weights-sync-first-engine-only",
+                                      DP2_PARTIAL_WAKE),
     "dp-stale-wave-and-init": ("dp-stale-wave-wakes-paused", "weights-init-first-engine-only"),
     "dp-wake-and-entry-0": ("dp-wake-reaches-one-rank", "weights-dp-reads-entry-0"),
     # Requests left alone by no-op, repeated and refused calls: five functions, one server.
@@ -190,6 +197,15 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
                   "topology/layered-sleep-every-rank": UNPAUSED_SLEEP_DONE,
                   "topology/reference-model": LAYERED_DISCREPANCY},
     ))
+    # The same fault on every data-parallel engine: one request pinned to each runs while held.
+    out.append(Case(
+        name=DP2_PARTIAL_WAKE, fault="partial-wake-resumes",
+        behaviours=("gating/partial-wake-holds-requests",),
+        expect_fail=("gating/partial-wake-holds-requests",),
+        keyword=f"{variant} and partial_wake", topologies=("dp2",),
+        summary="on dp2: a weights-only wake resumes scheduling on every engine",
+        symptoms={"gating/partial-wake-holds-requests": registry.RAN_WHILE_HELD},
+    ))
     out.append(Case(
         name="exploration-partial-wake-resumes", fault="partial-wake-resumes",
         behaviours=("exploration/reference-model",), expect_fail=("exploration/reference-model",),
@@ -204,7 +220,7 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         behaviours=("flags/partial-wake", "gating/partial-wake-holds-requests"),
         expect_fail=("flags/partial-wake", "gating/partial-wake-holds-requests"),
         keyword=f"{variant} and weights-first and ((LLM-MP0 and not AsyncLLM) or AsyncLLM-MP1)",
-        transport="offline",
+        transport="offline", topologies=("single",),
         summary="through LLM (in-process) and AsyncLLM: a weights-only wake resumes scheduling",
         symptoms={"flags/partial-wake": registry.PARTIAL_WAKE_RESUMED,
                   "gating/partial-wake-holds-requests": registry.RAN_WHILE_HELD},

@@ -75,6 +75,11 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
         assert args[0] == "--lifecycle-behaviours" and "MRV1-eager" in args[args.index("-k") + 1]
         assert set(case.expect_fail) <= set(case.behaviours)
         assert args[args.index("--lifecycle-transports") + 1] == case.transport
+    # The partial wake is caught on one engine and, with no start of its own, on dp2.
+    gating = {c.name: c.topologies for c in cases() if "partial-wake-resumes" in str(c.fault).split(",")
+              and "gating/partial-wake-holds-requests" in c.expect_fail}
+    assert gating == {"partial-wake-resumes": ("single",), "offline-partial-wake-resumes": ("single",),
+                      "dp-keep-sync-and-partial-wake": ("dp2",)}
     offline = {f for c in cases() if c.transport == "offline" for f in str(c.fault).split(",")}
     assert offline == {"partial-wake-resumes", "wait-skips-drain", "buffered-delta-dropped",
                        "late-arrival-dropped", "dp-coordinator-latch", "weights-version-label-frozen",

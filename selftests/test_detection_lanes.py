@@ -52,7 +52,7 @@ def test_every_real_case_is_placed_once():
     plan = schedule(real, CATALOG, 2)
     assert sorted(c.name for c in (*plan.alone, *plan.side_by_side)) == sorted(c.name for c in real)
     assert {c.name for c in plan.alone} >= {"dp-pause-completes-before-consensus",
-                                             "dp-keep-and-sync", "dp-wake-and-entry-0",
+                                             "dp-keep-sync-and-partial-wake", "dp-wake-and-entry-0",
                                              "dp-stale-wave-and-init", "stock-under-layered-dp2"}
     # The single-engine custody faults stay on one core although their behaviours run on dp2 too,
     # and so does stock vLLM's one-engine part under the layered profile.

@@ -176,6 +176,29 @@ def test_malformed_operations_are_harness_errors(client):
         client.op("collect", until={"s": "someday"}, wait=1)
 
 
+class WedgedHost(FakeHost):
+    """A host whose engine never answers wake_up (it answers only once the test is over)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+
+    def call(self, method, kwargs, then=None):
+        if method == "wake_up":
+            self.released.wait(5)
+        return super().call(method, kwargs, then)
+
+
+def test_a_lifecycle_call_the_engine_never_answers_is_a_failure_not_a_harness_error():
+    host = WedgedHost()
+    for client in serve(host):
+        client.timeout = 0.6
+        with pytest.raises(AssertionError, match=r"^wake_up\(\) got no answer within 1 s$"):
+            client.call("wake_up", tags=["kv_cache"])
+        assert client.unanswered == "wake_up()"  # the fixture stops the host, not settles it
+        host.released.set()
+
+
 def test_baseline_wakes_and_forgets(client):
     client.call("sleep", level=1)
     client.add("left-over", "p", 2, "delta")

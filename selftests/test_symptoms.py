@@ -114,6 +114,14 @@ def held_during_window(context: str, samples: Sequence[HoldSample], seen: Genera
             + f" (window sized for 32 tokens at 40 tokens/s); observed {seen.summary()}")
 
 
+def held_on_both_engines(context: str, samples: Sequence[HoldSample], seen: Generation) -> str:
+    """fixtures/judging/assertions.py:held_on_engines, one request on each of two engines, both
+    showing the same during the hold window."""
+    problems = [f"engine {rank}: {p}" for rank in (0, 1) for p in hold_problems(samples, 3.0)]
+    return (f"{context}: " + "; ".join(problems) + " (window sized for 32 tokens at 40 tokens/s); "
+            "observed " + " | ".join(f"engine {rank}: {seen.summary()}" for rank in (0, 1)))
+
+
 def beyond(measurements: Sequence[object]) -> str:
     """fixtures/plugin/engines.py:measure: the measurements beyond their limits."""
     return "; ".join(m.describe() for m in measurements if not m.ok)  # type: ignore[attr-defined]
@@ -199,9 +207,13 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("partial-wake-resumes", "gating/partial-wake-holds-requests"): [
         held_during_window("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
         held_answered_at_once("only 'weights' awake", RAN_IN_FULL),
-        # conformance/gating/test_partial_wake_gating_offline.py
+        held_on_both_engines("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
+        # conformance/gating/test_partial_wake_gating_offline.py, on one engine and on dp2
         "the request started while only weights was awake (12 tokens processed, 3 outputs "
-        "delivered); observed held: 12 outputs"],
+        "delivered); observed held: 12 outputs",
+        "engine 0: the request started while only weights was awake (12 tokens processed, 3 "
+        "outputs delivered); engine 1: the request started while only weights was awake (9 tokens "
+        "processed, 2 outputs delivered); observed held-0: 12 outputs | held-1: 12 outputs"],
     ("keep-aborts", "custody/pause-in-flight"): [
         "/pause?mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("keep-aborts", "custody/sleep-in-flight"): [
@@ -422,10 +434,18 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         held_never_accepted("profile 0.32, /pause?mode=keep", gen(None, None, ended=False)),
         reply_is("200 {'status': 'paused'}", "POST /pause?mode=abort -> 500 {'error': 'aborted'} "
                  "(0.01 s)")],
+    # conformance/gating/test_partial_wake_gating.py and its offline twin
     "gating/partial-wake-holds-requests": [
-        "held request after waking 'kv_cache': expected finish_reason 'length' with 32 tokens; "
-        f"observed {gen('abort', 4).summary()}",
-        "held request did not finish after full wake",
+        "the request after waking 'kv_cache': engine 1: "
+        + "; engine 1: ".join(judges.completion_problems(gen("abort", 4), 32)),
+        "the request after waking 'kv_cache': "
+        + "; ".join(judges.completion_problems(gen("length", 32), 32, reference=list(range(32)))),
+        f"engine 1: no end to the request within 120 s of the full wake ('kv_cache' after "
+        f"'weights'); observed {gen(None, None, ended=False).summary()}",
+        "the full wake ('kv_cache' after 'weights'): POST /wake_up?tags=kv_cache got no answer "
+        "within 120 s",
+        "engine 1: the request did not finish within 120 s of the full wake; observed held-0: "
+        "3 outputs | held-1: no output",
         held_never_accepted("only 'weights' awake", gen(None, None, ended=False)),
         reply_is("200 {'status': 'sleeping'}", "POST /wake_up?tags=weights -> 200 {'status': "
                  "'awake'} (0.01 s)")],

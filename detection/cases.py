@@ -132,7 +132,8 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     # The Python API: the same hosts once instead of once per member.
     "offline-weights-finish-and-label": ("offline-weights-finish-resumes",
                                          "weights-version-label-frozen"),
-    "offline-late-arrival-and-deltas": ("offline-late-arrival-dropped", "buffered-delta-dropped"),
+    "offline-late-arrival-deltas-release": ("offline-late-arrival-dropped", "buffered-delta-dropped",
+                                            "offline-refused-release-aborts"),
 }
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
@@ -233,6 +234,13 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         symptoms={"custody/async-late-arrival": r"was not held while paused"},
     ))
     out.append(Case(
+        name="offline-refused-release-aborts", fault="refused-release-aborts",
+        behaviours=("misuse/release-kv-needs-pause",), expect_fail=("misuse/release-kv-needs-pause",),
+        keyword=f"{variant} and AsyncLLM-MP1 and streaming", transport="offline", topologies=("single",),
+        summary="through AsyncLLM: a refused release_kv_cache_memory() aborts the request in flight",
+        symptoms={"misuse/release-kv-needs-pause": OFFLINE_RELEASE_ABORTED},
+    ))
+    out.append(Case(
         name="offline-wait-skips-drain", fault="wait-skips-drain",
         behaviours=("custody/drain-before-offload",), expect_fail=("custody/drain-before-offload",),
         keyword=f"{variant} and ((LLM-MP1 and not AsyncLLM) or AsyncLLM-MP1)", transport="offline",
@@ -329,6 +337,8 @@ REPRODUCTION_MARK = "# reproduction"
 # The exploration's discrepancy after a weights-only wake (the fault partial-wake-resumes).
 EXPLORATION_SYMPTOM = r"wake_up\?tags=weights"
 OFFLINE_DRAIN_CUT = r"abort"
+# The request in flight across the refused release ended with 'abort' (delivery's wording).
+OFFLINE_RELEASE_ABORTED = r"the request in flight: finish reason 'abort', expected 'length'"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ in flight or held when the call lands left as they were."""
 
 import pytest
 
-from fixtures.axes.topologies import SINGLE
 from fixtures.judging import with_work
 from fixtures.judging.assertions import reply_is, serving, state_is
 from fixtures.judging.with_work import Call, answered
@@ -44,15 +43,18 @@ def test_unknown_wake_tag(topology_engine, topology, case):
 
 
 @pytest.mark.behaviour("misuse/sleep-while-asleep")
+@pytest.mark.topologies("single", "dp2", "api2")
+@pytest.mark.topology_params(case="with-work-keep")
 @pytest.mark.parametrize("case", ["level1", "level2", "with-work-keep", "with-work-abort"])
-def test_sleep_while_asleep(engine, case):
+def test_sleep_while_asleep(topology_engine, topology, case):
+    engine = topology_engine
     if case.startswith("with-work"):
         # A repeat in keep mode holds on; the default mode (abort) ends what is held, as
         # documented for every pause mode.
-        held = with_work.hold(engine, SINGLE, SLEEP_KEEP)
+        held = with_work.hold(engine, topology, SLEEP_KEEP)
         repeat = SLEEP_KEEP if case == "with-work-keep" else Call("POST", "/sleep?level=1")
         asleep = answered(200, {"status": "sleeping", "level": 1})
-        problems = with_work.repeat_problems(engine, SINGLE, held, [repeat], asleep, flags=(True, True))
+        problems = with_work.repeat_problems(engine, topology, held, [repeat], asleep, flags=(True, True))
         if case == "with-work-keep":
             problems += with_work.still_held_problems(held, f"a second {repeat}")
             problems += with_work.released_problems(engine, held, WAKE)

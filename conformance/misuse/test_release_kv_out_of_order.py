@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.axes.topologies import SINGLE
 from fixtures.errors import HarnessError
 from fixtures.judging import judges, with_work
 from fixtures.judging.assertions import reply_is, state_is
@@ -22,17 +21,21 @@ NEEDS = {"awake": "completed pause", "asleep": "resident"}
 
 
 @pytest.mark.behaviour("misuse/release-kv-out-of-order")
+@pytest.mark.topologies("single", "dp2", "api2")
+# Beyond one engine: a request streaming on each engine, the refusal through every API server.
+@pytest.mark.topology_params(state="streaming")
 @pytest.mark.parametrize("state", ["awake", "asleep", "streaming", "held"])
-def test_release_kv_out_of_order(engine, state):
+def test_release_kv_out_of_order(topology_engine, topology, state):
+    engine = topology_engine
     if state in ("streaming", "held"):
         # With work: whatever status the refusal takes (awake and asleep judge it), it MUST
         # leave a request streaming (awake) or held (asleep: kept and arrived) as it found them.
         release = Call("POST", "/release_kv_cache_memory")
         if state == "streaming":
-            problems = with_work.streaming_problems(engine, SINGLE, [release], refused(NEEDS["awake"]))
+            problems = with_work.streaming_problems(engine, topology, [release], refused(NEEDS["awake"]))
         else:
-            held = with_work.hold(engine, SINGLE, Call("POST", "/sleep?level=1&mode=keep"))
-            problems = with_work.repeat_problems(engine, SINGLE, held, [release], refused(NEEDS["asleep"]),
+            held = with_work.hold(engine, topology, Call("POST", "/sleep?level=1&mode=keep"))
+            problems = with_work.repeat_problems(engine, topology, held, [release], refused(NEEDS["asleep"]),
                                                  flags=(True, True))
             problems += with_work.still_held_problems(held, "the refused release while asleep")
             problems += with_work.released_problems(engine, held, Call("POST", "/wake_up"))

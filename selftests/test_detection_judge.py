@@ -83,7 +83,7 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
     offline = {f for c in cases() if c.transport == "offline" for f in str(c.fault).split(",")}
     assert offline == {"partial-wake-resumes", "wait-skips-drain", "buffered-delta-dropped",
                        "late-arrival-dropped", "dp-coordinator-latch", "weights-version-label-frozen",
-                       "weights-finish-resumes"}
+                       "weights-finish-resumes", "refused-release-aborts"}
 
 
 def test_matrix_markdown_lists_every_cell_and_the_problems():

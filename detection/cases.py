@@ -215,6 +215,14 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         summary="the model-based exploration finds a fault on its own and shrinks it to curl lines",
         symptoms={"exploration/reference-model": EXPLORATION_SYMPTOM},
     ))
+    out.append(Case(
+        name="exploration-noop-resume-aborts", fault="noop-resume-aborts",
+        behaviours=("exploration/reference-model",), expect_fail=("exploration/reference-model",),
+        keyword=variant, extra_args=("--lifecycle-explore-examples", "25", "--hypothesis-seed", "1"),
+        evidence=REPRODUCTION_MARK,
+        summary="the exploration catches a no-op resume that ends a long request spanning calls",
+        symptoms={"exploration/reference-model": EXPLORATION_RUNNING_ENDED},
+    ))
     # The offline tests can fail too: the same engine faults, armed in the engine host.
     out.append(Case(
         name="offline-partial-wake-resumes", fault="partial-wake-resumes",
@@ -336,6 +344,8 @@ def schedule(case_list: Iterable[Case], catalog: Catalog, lanes: int) -> Schedul
 REPRODUCTION_MARK = "# reproduction"
 # The exploration's discrepancy after a weights-only wake (the fault partial-wake-resumes).
 EXPLORATION_SYMPTOM = r"wake_up\?tags=weights"
+# A long request ended by a call the model says leaves it running (the fault noop-resume-aborts).
+EXPLORATION_RUNNING_ENDED = r"ended while the model has it running .*finish reasons \['abort'\]"
 OFFLINE_DRAIN_CUT = r"abort"
 # The request in flight across the refused release ended with 'abort' (delivery's wording).
 OFFLINE_RELEASE_ABORTED = r"the request in flight: finish reason 'abort', expected 'length'"

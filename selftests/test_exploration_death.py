@@ -76,7 +76,8 @@ def engine(lives: int, baselines: int = 10**6) -> Any:
         left[0] -= 1
 
     return SimpleNamespace(server=server, control=DyingControl(server), gen=Gen(), profile="0.32",
-                           request_timeout=1.0, to_baseline=to_baseline, lock=threading.Lock())
+                           request_timeout=1.0, to_baseline=to_baseline, lock=threading.Lock(),
+                           in_flight_tokens=lambda seconds: 900, decode_rate=lambda: 300.0)
 
 
 BUDGET = settings(max_examples=5, stateful_step_count=3, deadline=None, database=None,

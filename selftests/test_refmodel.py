@@ -357,3 +357,156 @@ def test_a_level2_sleep_leaves_the_weights_undefined_until_a_sync():
                           lambda s: model.sync(s, "B", None),
                           lambda s: model.wake_up(s, ("kv_cache",))))
     assert (colocated.weights, colocated.runnable) == ("B", True)
+
+
+# -- long requests that outlive calls: what each call may do to them --------------------------
+def _running(*numbers: int, state: State | None = None) -> State:
+    """Long requests `numbers` started on a runnable engine (State() unless given)."""
+    steps = [lambda s, n=n: model.start(s, n) for n in numbers]
+    return final(run(state or State(), *steps))
+
+
+def _paused_keeping(mode: str = "keep") -> State:
+    return final(run(_running(1), lambda s: model.pause(s, mode)))
+
+
+# (name, the state the call meets, the call, what it does to running request 1)
+RUNNING_FATES = [
+    ("pause abort", _running(1), lambda s: model.pause(s, "abort"), "may abort"),
+    ("pause keep", _running(1), lambda s: model.pause(s, "keep"), "keeps"),
+    ("pause wait", _running(1), lambda s: model.pause(s, "wait"), "drains"),
+    ("pause wait over keep", _paused_keeping(), lambda s: model.pause(s, "wait"), "keeps"),
+    ("pause keep over keep", _paused_keeping(), lambda s: model.pause(s, "keep"), "keeps"),
+    ("pause abort over keep", _paused_keeping(), lambda s: model.pause(s, "abort"), "may abort"),
+    ("default sleep", _running(1), lambda s: model.sleep(s, 1, None), "may abort"),
+    ("sleep abort", _running(1), lambda s: model.sleep(s, 0, "abort"), "may abort"),
+    ("sleep keep", _running(1), lambda s: model.sleep(s, 2, "keep"), "keeps"),
+    ("sleep wait", _running(1), lambda s: model.sleep(s, 1, "wait"), "drains"),
+    ("sleep wait over keep", _paused_keeping(), lambda s: model.sleep(s, 1, "wait"), "keeps"),
+    ("abort_requests", _running(1), model.abort_all, "may abort"),
+    ("resume while running", _running(1), model.resume, "keeps"),
+    ("resume after keep", _paused_keeping(), model.resume, "keeps"),
+    ("wake while awake", _running(1), lambda s: model.wake_up(s, None), "keeps"),
+    ("wake while paused", _paused_keeping(), lambda s: model.wake_up(s, None), "keeps"),
+    ("unknown tag", _running(1), lambda s: model.wake_up(s, ("bogus",)), "keeps"),
+    ("prefix reset", _running(1), model.reset_prefix_cache, "keeps"),
+    ("version", _running(1), lambda s: model.set_weight_version(s, "v"), "keeps"),
+    ("arrival", _running(1), lambda s: model.arrive(s, 2), "keeps"),
+    *((f"refused {path}", state, lambda s, p=path: model.refused(s, p), "keeps")
+      for path in model.REFUSED_CALLS for state in (_running(1), _paused_keeping())),
+    ("layered sleep while paused", _running(1, state=State(profile="layered")),
+     lambda s: model.sleep(model.pause(s, "keep").state, 1, "abort"), "keeps"),
+]
+
+
+@pytest.mark.parametrize(("state", "call", "fate"), [r[1:] for r in RUNNING_FATES],
+                         ids=[r[0] for r in RUNNING_FATES])
+def test_each_call_keeps_drains_or_may_abort_a_running_request(state, call, fate):
+    prediction = call(state)
+    assert prediction.aborted == () and 1 not in prediction.completes
+    if fate == "keeps":
+        assert prediction.state.running == (1,) and not prediction.may_abort and not prediction.drained
+    elif fate == "drains":
+        assert prediction.drained == (1,) and prediction.state.running == () and not prediction.may_abort
+    else:
+        assert prediction.may_abort == (1,) and prediction.state.running == () and not prediction.drained
+
+
+def test_a_long_request_starts_only_on_a_runnable_engine_and_is_pinned():
+    state = final(run(State(), lambda s: model.start(s, 1, 0), lambda s: model.start(s, 2, 1)))
+    assert state.running == (1, 2) and state.request(2) == "request 2 on engine 1"
+    for not_runnable in (model.pause(State(), "keep").state, model.sleep(State(), 1, "keep").state,
+                         model.pause(State(profile="0.33"), "abort").state):
+        with pytest.raises(ValueError, match="runnable"):
+            model.start(not_runnable, 1)
+
+
+def test_a_sleep_wait_drains_before_the_memory_goes_and_the_held_stay_held():
+    """Drained is decided on the engine as the call met it (runnable), not as it leaves it."""
+    prediction = model.sleep(_running(1, 2), 2, "wait")
+    assert prediction.drained == (1, 2) and prediction.state.asleep == TAGS
+    kept = model.sleep(_running(1), 1, "keep")
+    assert kept.state.running == (1,) and kept.state.asleep == TAGS and kept.state.paused
+
+
+def test_repeats_and_refusals_name_their_misuse_behaviour():
+    paused = _paused_keeping()
+    assert "misuse/pause-while-paused" in model.pause(paused, "keep").relies_on
+    assert "misuse/pause-while-paused" not in model.pause(State(), "keep").relies_on
+    assert "misuse/sleep-while-asleep" in model.sleep(model.sleep(State(), 1, None).state, 1,
+                                                      "keep").relies_on
+    assert "misuse/resume-while-running" in model.resume(State()).relies_on
+    assert "misuse/wake-while-awake" in model.wake_up(State(), None).relies_on
+    for path, behaviour in model.REFUSED_CALLS.items():
+        for state in (_running(1), paused, _asleep_unpaused_holding(1)):
+            refused = model.refused(state, path)
+            assert refused.status == 400 and refused.state == state, path
+            assert not (refused.aborted or refused.may_abort or refused.drained or refused.completes)
+            expected = ("misuse/invalid-mode-while-paused" if path.startswith("/pause")
+                        and state.paused else behaviour)
+            assert refused.relies_on == (expected,), (path, state)
+
+
+def test_the_load_may_count_running_requests_not_yet_finished():
+    """Held requests are counted; running ones may be, until the engine finishes them."""
+    assert _paused_keeping().load_range == (0, 1)  # request 1 kept (running), none held
+    state = final(run(State(), lambda s: model.start(s, 1), lambda s: model.start(s, 2),
+                      lambda s: model.pause(s, "keep"), lambda s: model.arrive(s, 3)))
+    assert state.held == (3,) and state.running == (1, 2) and state.load_range == (1, 3)
+    nowhere = lambda b: False  # noqa: E731
+    for load in (1, 2, 3):
+        seen = model.replace(state.observation(), load=load)
+        assert model.judge_observation(state, seen, nowhere) == ([], None), load
+    for load in (0, 4):
+        seen = model.replace(state.observation(), load=load)
+        problems, finding = model.judge_observation(state, seen, nowhere)
+        assert finding is None and problems == [f"expected {state.observation()} (a load of 1 to 3); "
+                                                 f"observed {seen}"], load
+    # A load in range does not hide another difference.
+    other = model.replace(state.observation(), load=2, is_paused=False)
+    assert model.judge_observation(state, other, nowhere)[0]
+
+
+def _long(number: int, **fields) -> model.Ended:
+    from fixtures.judging import judges
+    from fixtures.observing.client import Generation
+
+    gen = Generation(stream=True, max_tokens=900, **fields)
+    return model.Ended(number, tuple(judges.completion_problems(gen, 900)), gen.summary())
+
+
+def test_a_running_request_may_end_only_in_full_unless_a_call_hit_it():
+    state = _running(1, 2, 3)
+    full = _long(1, finish_reasons={0: "length"}, completion_tokens=900)
+    cut = _long(2, finish_reasons={0: "abort"}, completion_tokens=310)
+    problems, after = model.judge_running(state, [full, cut])
+    assert after.running == (3,)
+    assert len(problems) == 1 and problems[0].startswith(
+        "request 2 ended while the model has it running (it may only finish in full)")
+    assert model.judge_running(state, []) == ([], state)
+
+
+def test_a_running_request_a_call_hit_may_end_in_full_or_by_an_abort():
+    from fixtures.judging import judges
+    from fixtures.observing.client import Generation
+
+    def judged(**fields) -> list[str]:
+        gen = Generation(stream=True, max_tokens=900, **fields)
+        return model.hit_problems(judges.completion_problems(gen, 900), judges.abort_problems(gen, 900))
+
+    assert judged(finish_reasons={0: "length"}, completion_tokens=900) == []
+    assert judged(finish_reasons={0: "abort"}, completion_tokens=120) == []
+    for broken in ({"error": RuntimeError("reset")},
+                   {"finish_reasons": {0: "length"}, "completion_tokens": 5},
+                   {"finish_reasons": {0: None}, "completion_tokens": None}):
+        problems = judged(**broken)
+        assert len(problems) == 1 and problems[0].startswith("ended neither in full nor by an abort")
+
+
+def test_every_id_the_new_calls_rely_on_is_catalogued():
+    catalog = load_catalog()
+    relied = {i for path in model.REFUSED_CALLS for state in (State(), _paused_keeping())
+              for i in model.refused(state, path).relies_on}
+    relied |= set(model.start(State(), 1).relies_on)
+    relied |= {i for _, state, call, _ in RUNNING_FATES for i in call(state).relies_on}
+    assert relied <= set(catalog.behaviours), relied - set(catalog.behaviours)

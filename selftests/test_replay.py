@@ -26,6 +26,7 @@ class Engine(http.server.BaseHTTPRequestHandler):
 
     pause_status = 200
     paused = False
+    completion: ClassVar[dict[str, Any]] = {"choices": [{"text": "x"}]}
     seen: ClassVar[list[str]] = []
 
     def log_message(self, *args: Any) -> None:
@@ -58,7 +59,7 @@ class Engine(http.server.BaseHTTPRequestHandler):
             cls.paused = cls.pause_status == 200
             self._send(cls.pause_status, {"status": "paused"})
         elif self.path == "/v1/completions":
-            self._send(200, {"choices": [{"text": "x"}]})
+            self._send(200, cls.completion)
         else:
             self._send(200, {})
 
@@ -111,3 +112,30 @@ def test_a_status_the_model_does_not_predict_is_a_discrepancy(tmp_path: Path, en
 
 def test_no_server_is_could_not_tell(tmp_path: Path) -> None:
     assert run(replay(tmp_path), "http://127.0.0.1:9").returncode == 2
+
+
+def _running_replay(tmp_path: Path) -> Path:
+    """A long request started while runnable and no call since that may end it: the model
+    leaves it running, so it may only finish in full."""
+    history = model.History("http://127.0.0.1:8000")
+    history.request(1, 8, "lifecycle-model")
+    history.call("POST", "/resume", expected=200)
+    path = tmp_path / "replay.py"
+    path.write_text(history.replay_script("SERVE", ["misuse/resume-while-running"],
+                                          model.start(model.State(), 1).state))
+    return path
+
+
+def test_a_running_request_that_does_not_finish_in_full_is_a_discrepancy(
+        tmp_path: Path, engine: type[Engine]) -> None:
+    done = run(_running_replay(tmp_path), engine.url)  # type: ignore[attr-defined]
+    # The stub's answer has no finish reason 'length' (as a request cut by an abort).
+    assert done.returncode == 1 and "request 1 did not finish in full" in done.stdout
+
+
+def test_a_running_request_that_finishes_in_full_agrees_with_the_model(
+        tmp_path: Path, engine: type[Engine]) -> None:
+    engine.completion = {"choices": [{"text": "x", "finish_reason": "length"}],
+                         "usage": {"completion_tokens": 8}}
+    done = run(_running_replay(tmp_path), engine.url)  # type: ignore[attr-defined]
+    assert done.returncode == 0, done.stdout

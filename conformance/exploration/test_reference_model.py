@@ -7,6 +7,11 @@ the calls include whole weight syncs of checkpoint A or B (while paused, weights
 /update_weight_version: every request that runs must give the golden output of the checkpoint
 the model says is loaded, and /weight_info the version the model says was committed.
 
+Long requests (long_request) outlive several calls: no call's timing says when one ends, so
+each is judged by how it may end (fixtures/judging/reference_model.py, State.running): in full,
+unless a call the model says may abort it hit it; a no-op, repeated or refused call that ends
+one is a discrepancy.
+
 Budget: --lifecycle-explore-examples × --lifecycle-explore-steps; --hypothesis-seed replays a
 run, and the example database lives beside the run's report folder so a failure replays first.
 """
@@ -24,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-from fixtures.errors import ServerDiedError
+from fixtures.errors import HarnessError, ServerDiedError
 from fixtures.judging import golden, judges
 from fixtures.judging import reference_model as model
 from fixtures.judging import topology_judges as tj
@@ -37,6 +42,13 @@ from fixtures.spec.expectations import Instance, finding_reached
 
 MAX_TOKENS = 8
 MAX_HELD = 3
+# A long request decodes for about this long at full speed: long enough to span several calls,
+# short enough to keep the exploration's budget; at most MAX_RUNNING run at once.
+LONG_REQUEST_SECONDS = 3.0
+MAX_RUNNING = 2
+# A drained request's last chunk can reach the client a moment after the drain answered.
+DRAIN_SETTLE_S = 3.0
+START_WITHIN_S = 10.0  # a long request streams its first chunk within this, or its whole decode
 SHRINK_SECONDS = 60
 # A rejection is answered at once; a request still open after this was held, not rejected
 # (waiting out the request timeout would only delay the same verdict).
@@ -109,6 +121,11 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
     ranks = tuple(range(engines)) if engines > 1 else (None,)
     loaded = {"label": "A"}  # what the last sync left on the engine, across sequences
     tokens = weights.tokens if weights else MAX_TOKENS
+    # The refused calls whose behaviour has no finding in this run's scope (before 0.32 the
+    # routes took an invalid level or mode: conformance/findings.yaml).
+    refusals = [path for path, behaviour in model.REFUSED_CALLS.items()
+                if not in_scope(behaviour)
+                and not (path.startswith("/pause") and in_scope("misuse/invalid-mode-while-paused"))]
 
     def put_back_a() -> None:
         """A sequence that ended on B (or mid-sync) leaves A for the next one and the tests after."""
@@ -146,6 +163,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                     raise DiscrepancyError("at the start of a sequence: " + "; ".join(problems))
             self.state = model.State(profile=engine.profile, version=version)
             self.requests: dict[int, Generation] = {}
+            self.sizes: dict[int, int] = {}  # each request's max_tokens
             self.numbers = itertools.count(1)
             self.history = model.History(engine.server.url)
 
@@ -185,6 +203,13 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
         @rule()
         def resume(self) -> None:
             self._call(model.resume(self.state), engine.control.resume(), "POST /resume")
+
+        @precondition(lambda self: bool(refusals))
+        @rule(path=st.sampled_from(refusals or [""]))
+        def refused(self, path: str) -> None:
+            stats["refused"] = stats.get("refused", 0) + 1
+            self._call(model.refused(self.state, path), engine.control.call("POST", path),
+                       f"POST {path}")
 
         @rule()
         def abort_requests(self) -> None:
@@ -256,14 +281,36 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             number = next(self.numbers)
             prediction = model.arrive(self.state, number, rank)
             prompt = golden.HTTP_PROMPT if weights else f"request {number}"
+            # /load counts the held requests and the running ones not yet finished.
+            counted = len(prediction.state.held) + sum(
+                not self.requests[n].done.is_set() for n in self.state.running)
             gen = engine.gen.start(prompt, tokens, headers=rank_headers(rank))
-            self.requests[number] = gen
+            self.requests[number], self.sizes[number] = gen, tokens
             self.history.request(number, tokens, engine.server.config.served_model_name, prompt, rank)
             if number in prediction.state.held:
                 # Accepted before the next call, or the next call races the arrival.
-                wait_until(lambda: gen.done.is_set()
-                           or engine.control.load() >= len(prediction.state.held), 10)
+                wait_until(lambda: gen.done.is_set() or engine.control.load() >= counted, 10)
             self._judge(prediction, f"request {number} arrives")
+
+        # A request that outlives calls, pinned like `request` under data parallelism. It is
+        # seen streaming before the next call: a call that finds it still queued would meet
+        # a request the engine has not started, whose fate (held, not drained) is another.
+        @precondition(lambda self: self.state.runnable and not self.state.admission_closed
+                      and len(self.state.running) < MAX_RUNNING)
+        @rule(rank=st.sampled_from(ranks))
+        def long_request(self, rank: int | None = None) -> None:
+            number = next(self.numbers)
+            stats["long_requests"] = stats.get("long_requests", 0) + 1
+            size = engine.in_flight_tokens(LONG_REQUEST_SECONDS)
+            prompt = f"long request {number}"
+            gen = engine.gen.start(prompt, size, stream=True, headers=rank_headers(rank))
+            self.requests[number], self.sizes[number] = gen, size
+            self.history.request(number, size, engine.server.config.served_model_name, prompt, rank)
+            within = max(START_WITHIN_S, size / engine.decode_rate())
+            if not wait_until(lambda: bool(gen.chunks) or gen.done.is_set(), within):
+                raise HarnessError(f"long request {number} ({size} tokens) streamed nothing "
+                                   f"within {within:.0f} s of being sent: {gen.summary()}")
+            self._judge(model.start(self.state, number, rank), f"long request {number} starts")
 
         def teardown(self) -> None:
             script = self._death_script()
@@ -318,6 +365,16 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             for number in prediction.aborted:
                 problems += self._end_problems(number, named(number),
                                                lambda g: judges.abort_problems(g, tokens))
+            for number in prediction.may_abort:
+                problems += self._end_problems(number, named(number), lambda g, n=number: model.hit_problems(
+                    judges.completion_problems(g, self.sizes[n]), judges.abort_problems(g, self.sizes[n])))
+            for number in prediction.drained:
+                if not self.requests[number].done.wait(DRAIN_SETTLE_S):
+                    problems.append(f"{named(number)} still running {DRAIN_SETTLE_S:g} s after the "
+                                    f"drain answered")
+                    continue
+                problems += self._end_problems(number, named(number), lambda g, n=number:
+                                               judges.completion_problems(g, self.sizes[n]))
             for number in prediction.rejected:
                 if not self.requests[number].done.wait(REJECT_WITHIN_S):
                     problems.append(f"{named(number)}: no rejection within {REJECT_WITHIN_S:g} s; "
@@ -325,11 +382,13 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                     continue
                 problems += self._end_problems(number, named(number), judges.rejection_problems)
             after = prediction.state
-            if after.held and wait_until(
-                    lambda: any(self.requests[n].done.is_set() for n in after.held), HOLD_GRACE_S):
-                ended = [model.Ended(n, tuple(judges.completion_problems(self.requests[n], tokens)),
-                                     self.requests[n].summary())
-                         for n in after.held if self.requests[n].done.is_set()]
+            watched = (*after.held, *after.running)
+            if watched and wait_until(
+                    lambda: any(self.requests[n].done.is_set() for n in watched), HOLD_GRACE_S):
+                # A running request may end now only in full (else a call quietly ended it).
+                running_problems, after = model.judge_running(after, self._ended(after.running))
+                problems += running_problems
+                ended = self._ended(after.held)
                 # Only a finding recorded for this profile, release and platform explains it, and
                 # only for a request that ran to its full length; the others stay held.
                 ran_problems, finding, after = model.judge_ran_while_held(after, ended, in_scope)
@@ -338,7 +397,7 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
                     ran = [e.number for e in ended if e.number not in after.held]
                     findings.append(f"{finding}: after '{label}' requests {ran} ran "
                                     f"(asleep {sorted(after.asleep)}, unpaused)")
-            observed, disagreements = _observe(engine, len(after.held), engines, weights is not None)
+            observed, disagreements = _observe(engine, after.load_range, engines, weights is not None)
             differences, explained = model.judge_observation(after, observed, in_scope)
             if explained is not None:
                 findings.append(f"{explained}: after '{label}' the gauge read {observed.gauge} "
@@ -347,6 +406,12 @@ def build_machine(engine: Engine, findings: list[str], stats: dict[str, int],
             if problems:
                 self._fail(label, prediction, problems)
             self.state = after
+
+        def _ended(self, numbers: tuple[int, ...]) -> list[model.Ended]:
+            """The requests of `numbers` the client saw end, each judged as a full completion."""
+            return [model.Ended(n, tuple(judges.completion_problems(self.requests[n], self.sizes[n])),
+                                self.requests[n].summary())
+                    for n in numbers if self.requests[n].done.is_set()]
 
         @staticmethod
         def _checkpoint_problems(gen: Generation, checkpoint: str | None, number: int) -> list[str]:
@@ -395,11 +460,12 @@ def _reply_problems(prediction: model.Prediction, reply: Reply) -> list[str]:
     return [f"expected {prediction.status} {prediction.body or ''}; observed {reply.describe()}"]
 
 
-def _observe(engine: Engine, expected_load: int, engines: int,
+def _observe(engine: Engine, expected_load: tuple[int, int], engines: int,
              versions: bool = False) -> tuple[model.Observation, list[str]]:
     """What the engine shows, and (several engines) where the engines do not agree."""
     # /load drops when a response has been written, a moment after the client saw it end.
-    wait_until(lambda: engine.control.load() == expected_load, 2.0)
+    low, high = expected_load
+    wait_until(lambda: low <= engine.control.load() <= high, 2.0)
     version, problems = _version(engine) if versions else (None, [])
     if engines == 1:
         gauge = engine.control.sleep_state()
@@ -480,7 +546,7 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
     suite = run_state.config
     _cap_shrinking(monkeypatch)
     findings: list[str] = []
-    stats = {"sequences": 0, "steps": 0, "syncs": 0}
+    stats = {"sequences": 0, "steps": 0, "syncs": 0, "long_requests": 0, "refused": 0}
     left_out = ""
     needed = "weights/sync-reaches-every-rank" if engines > 1 else "weights/sync-lands"
     weights, no_syncs = exploration_weights(

@@ -96,6 +96,8 @@ _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
                "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",),
                "weights-version-cached-per-frontend": ("api2",),
                "frontend-stale-pause": ("api2", "single"),
+               # misuse/sleep-while-asleep runs on dp2 and api2 too; the stale flag shows on one.
+               "sleep-flag-stale": ("single",),
                # One engine: the refusals and no-ops act alike on every engine and API server.
                **{name: ("single",) for name in ("noop-resume-aborts", "unknown-tag-wake-aborts",
                                                  "repeat-pause-aborts", "refused-release-aborts",

@@ -20,7 +20,7 @@ from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
 from fixtures.judging.assertions import HoldSample, hold_problems
 from fixtures.judging.offline_judges import flag_problems, return_problems
-from fixtures.observing.client import Generation
+from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.observing.offline import Called
 from fixtures.observing.sync_state import Seen, StateSnapshot
@@ -263,7 +263,11 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         beyond(measured.device_memory_stable([(3 << 30) + (128 << 20) * i for i in range(10)], LIMITS))],
     ("double-sleep-500", "misuse/sleep-while-asleep"): [
         reply_is("200 {'status': 'sleeping', 'level': 1}",
-                 "POST /sleep?level=1 -> 500 {'error': 'Call to sleep method failed'} (0.02 s)")],
+                 "POST /sleep?level=1 -> 500 {'error': 'Call to sleep method failed'} (0.02 s)"),
+        # with work: the keep-mode repeat (with_work.answered)
+        "POST /sleep?level=1&mode=keep: " + with_work.answered(200, {"status": "sleeping", "level": 1})(
+            Reply("POST", "/sleep?level=1&mode=keep", 500, {"error": "Call to sleep method failed"},
+                  0.02))[0]],
     # The caller read only the newest of the deltas buffered during the drain.
     ("buffered-delta-dropped", "custody/drain-delivers-once"): [
         deltas([REF[:2], REF[9:]], REF), deltas([REF[:4], REF[4:5], REF[12:]], REF)],
@@ -547,6 +551,13 @@ CROSS_CHECKED = {
     ("weights-keep-pause-stale-kv", "weights/prefix-cache-across-sync"),
     ("weights-version-without-weights", "weights/prefix-cache-across-sync"),
 }
+
+# With work, the flags are read through each API server after the repeated sleep
+# (with_work.flag_problems): is_sleeping alone reads false.
+FAULT_MESSAGES[("sleep-flag-stale", "misuse/sleep-while-asleep")] += with_work.flag_problems(
+    [with_work.Sender("", lambda call: Reply("GET", call.path, 200,
+                                             {call.path[1:]: call.path == "/is_paused"}, 0.0))],
+    True, True, "POST /sleep?level=1&mode=keep")
 
 PAIRS = [(f.name, b) for f in FAULTS.values() for b in f.breaks if f.symptom(b) is not None]
 

@@ -59,7 +59,7 @@ def test_sleep_while_asleep(topology_engine, topology, case):
             problems += with_work.still_held_problems(held, f"a second {repeat}")
             problems += with_work.released_problems(engine, held, WAKE)
         else:
-            problems += with_work.aborted_problems(engine, held, f"a second {repeat}")
+            problems += with_work.aborted_problems(held, f"a second {repeat}")
             reply_is(engine.control.wake_up(), 200, {"status": "awake"})
         assert not problems, "; ".join(problems)
         serving(engine)

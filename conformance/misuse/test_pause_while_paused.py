@@ -67,7 +67,7 @@ def test_pause_while_paused(topology_engine, topology, mode):
         problems = with_work.repeat_problems(engine, topology, held, [pause(second)],
                                              answered(200, {"status": "paused"}), flags=(True, True))
         if second == "abort":
-            problems += with_work.aborted_problems(engine, held, step)
+            problems += with_work.aborted_problems(held, step)
             reply_is(engine.control.resume(), 200, {"status": "resumed"})
         else:
             problems += with_work.still_held_problems(held, step)

@@ -80,13 +80,19 @@ def test_release_empties_the_group_even_when_a_child_ignores_sigterm(fake_manage
     assert fake_manager.current is None
 
 
-def test_stop_process_group_kills_what_ignores_sigterm():
+def sigterm_ignoring_leader() -> subprocess.Popen[bytes]:
+    """A process leading its own group that ignores SIGTERM (and has no children)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
          "time.sleep(600)"],
         start_new_session=True,
     )
     time.sleep(0.3)
+    return proc
+
+
+def test_stop_process_group_kills_what_ignores_sigterm():
+    proc = sigterm_ignoring_leader()
     began = time.monotonic()
     stop_process_group(proc, grace=1.0)
     assert proc.poll() == -signal.SIGKILL
@@ -113,12 +119,7 @@ def test_environment_pins_runner_and_dev_mode():
 
 def test_a_leader_left_alone_is_killed_without_waiting_out_the_grace():
     """An API server whose children are gone but which still waits on its open streams."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-         "time.sleep(600)"],
-        start_new_session=True,
-    )
-    time.sleep(0.3)
+    proc = sigterm_ignoring_leader()
     began = time.monotonic()
     stop_process_group(proc, grace=30.0)
     assert proc.poll() == -signal.SIGKILL

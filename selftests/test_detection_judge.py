@@ -163,6 +163,24 @@ def test_ran_while_held_matches_every_way_the_hold_judge_reports_a_run():
     assert not re.search(r.RAN_WHILE_HELD, "request did not end within 120 s of the abort")
 
 
+def test_the_dp_partial_wake_symptom_adds_only_the_full_wake_left_unanswered():
+    """On dp2 the fault may wedge the ranks instead of running the held requests: the full wake
+    left unanswered is its symptom there, and a request left unfinished after an answered full
+    wake still is not."""
+    import re
+
+    from vllm_lifecycle.faults import registry as r
+
+    wedged = ("AssertionError: the full wake ('kv_cache' after 'weights'): POST /wake_up got no "
+              "answer within 120 s")
+    assert re.search(r.RAN_OR_WEDGED_ON_DP, wedged, re.DOTALL)
+    assert not re.search(r.RAN_WHILE_HELD, wedged, re.DOTALL)
+    unfinished = ("engine 1: no end to the request within 120 s of the full wake ('kv_cache' after "
+                  "'weights'); observed finish_reasons={} completion_tokens=None chunks=0 took=120.00s "
+                  "error=None")
+    assert not re.search(r.RAN_OR_WEDGED_ON_DP, unfinished, re.DOTALL)
+
+
 def test_every_slice_leaves_out_the_gpu_only_instances():
     # vLLM's own trainer skips on the CPU engine; a skip in a slice would make the case broken.
     from detection.cases import GPU_ONLY, cases

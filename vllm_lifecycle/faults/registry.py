@@ -112,6 +112,12 @@ _ENDED_WITHOUT_A_TOKEN = (r"; observed finish_reasons=\{(0: (None|'abort'))?\} c
 RAN_WHILE_HELD = (rf"^(?!.*{_ENDED_WITHOUT_A_TOKEN})"
                   r".*(ran|running|started|answered|streamed|tokens arrived|produced) "
                   r".*(held|only weights was awake)")
+# On several data-parallel engines the weights-only wake resumes each rank outside the wave
+# protocol vLLM keeps (a resume is a barrier over every rank): the held requests run, or, when
+# the ranks' waves fall out of step (seen after an earlier test left a wave ending), they stall
+# on both engines and the full wake never answers (the gating test's wording).
+RAN_OR_WEDGED_ON_DP = (rf"{RAN_WHILE_HELD}"
+                       r"|the full wake \('kv_cache' after 'weights'\): POST /wake_up\S* got no answer")
 ABORTED_INSTEAD_OF_FINISHED = r"finish reasons \['abort'\], expected all 'length'"
 # A request streaming across a call that must leave it alone was aborted, or one the engine
 # held was ended by it (fixtures/judging/with_work.py's wording).

@@ -114,7 +114,8 @@ _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
 # test runs first on the same server and the wedge costs no start the pair would not pay apart.
 _TOGETHER: dict[str, tuple[str, ...]] = {
     "weights-bookkeeping": ("weights-finish-without-session", "weights-checker-blind",
-                            "weights-update-counted-twice", "weights-held-span-keeps-label"),
+                            "weights-update-counted-twice", "weights-held-span-keeps-label",
+                            "weights-session-leaks"),
     "sleep-side-effects": ("rss-leak-per-cycle", "sleep-op-recorder-skips-failures",
                            "sleep-flag-stale"),
     "wake-and-admission": ("wake-perturbs-weights", "double-sleep-500", "late-arrival-dropped"),

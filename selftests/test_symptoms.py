@@ -259,6 +259,10 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("rss-leak-per-cycle", "mechanism/host-rss-stable"): [
         beyond(measured.host_rss_stable([1000 + 64 * i for i in range(10)], LIMITS)),
         beyond(measured.host_rss_stable([1000 + 12 * i for i in range(10)], LIMITS))],
+    # conformance/weights/test_many_syncs.py: one thread and a pipe's two ends per session
+    ("weights-session-leaks", "weights/many-syncs-stable"): [
+        beyond(measured.many_syncs_stable(
+            [measured.SyncReading(1 << 30, 75 + i, 172 + 2 * i, 0.06) for i in range(30)], LIMITS))],
     ("rss-leak-per-cycle", "mechanism/device-memory-stable"): [
         beyond(measured.device_memory_stable([(3 << 30) + (128 << 20) * i for i in range(10)], LIMITS))],
     ("double-sleep-500", "misuse/sleep-while-asleep"): [
@@ -378,6 +382,12 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
+    # Memory or time that grew, or the last sync's checkpoint not served: not a leaked session.
+    "weights/many-syncs-stable": [
+        beyond(measured.many_syncs_stable(
+            [measured.SyncReading((1 << 30) + (64 << 20) * i, 75, 172, 0.06 * (1 + i)) for i in range(30)],
+            LIMITS)),
+        "after 30 syncs, the last of A: engine serves checkpoint B's output, expected A's"],
     # A held request that ran on, or a refused repeat: not the work ended.
     "misuse/pause-while-paused": [
         held_then_ran(),
@@ -524,6 +534,7 @@ OTHER_MESSAGES: dict[str, list[str]] = {
 # The symptoms that once matched every message of their behaviour, and the one each fault's
 # tightened wording now has to tell apart from the rest.
 CROSS_CHECKED = {
+    ("weights-session-leaks", "weights/many-syncs-stable"),
     ("repeat-pause-aborts", "misuse/pause-while-paused"),
     ("noop-resume-aborts", "misuse/resume-while-running"),
     ("dp-keep-aborts-one-rank", "custody/pause-in-flight"),

@@ -188,6 +188,33 @@ def test_host_rss_without_a_reading_is_an_error_not_zero_growth():
         judges.host_rss_stable([800 << 20], LIMITS)
 
 
+def _syncs(n: int = 30, rss=lambda i: 3 << 30, threads=lambda i: 75, fds=lambda i: 172,
+           seconds=lambda i: 0.06) -> list[judges.SyncReading]:
+    return [judges.SyncReading(rss(i), threads(i), fds(i), seconds(i)) for i in range(n)]
+
+
+def test_many_syncs_flat_series_pass_and_each_leak_fails_its_own_measurement():
+    assert judges.failures(judges.many_syncs_stable(_syncs(), LIMITS)) == []
+    # pools that fill early and then stay are not a slope of a thread per sync
+    early = _syncs(threads=lambda i: 75 + min(i, 3), fds=lambda i: 172 + min(i, 2))
+    assert judges.failures(judges.many_syncs_stable(early, LIMITS)) == []
+    for series, name in ((_syncs(threads=lambda i: 75 + i), "threads_per_sync"),
+                         (_syncs(fds=lambda i: 172 + 2 * i), "open_fds_per_sync"),
+                         (_syncs(rss=lambda i: (3 << 30) + (64 << 20) * i), "rss_growth_per_sync"),
+                         (_syncs(seconds=lambda i: 0.06 * (1 + i / 5)), "sync_time_ratio")):
+        failed = judges.failures(judges.many_syncs_stable(series, LIMITS))
+        assert len(failed) == 1 and name in failed[0], (name, failed)
+
+
+def test_many_syncs_too_few_is_beyond_the_syncs_limit_and_unreadable_is_an_error():
+    failed = judges.failures(judges.many_syncs_stable(_syncs(n=9), LIMITS))
+    assert len(failed) == 1 and "syncs" in failed[0]
+    with pytest.raises(judges.ReadingError, match="sync series unusable"):
+        judges.many_syncs_stable(_syncs(n=2), LIMITS)
+    with pytest.raises(judges.ReadingError):
+        judges.many_syncs_stable(_syncs(threads=lambda i: 0), LIMITS)
+
+
 METRIC = "vllm:sleep_mode_operation_duration_seconds"
 
 

@@ -99,6 +99,42 @@ def host_rss_stable(rss_per_cycle: Sequence[int], limits: Limits) -> list[Measur
     ]
 
 
+@dataclass(frozen=True)
+class SyncReading:
+    """The whole server process tree after one pause -> sync -> resume cycle, and the cycle's
+    duration as the trainer saw it."""
+
+    rss_bytes: int
+    threads: int
+    open_fds: int
+    seconds: float
+
+
+def many_syncs_stable(readings: Sequence[SyncReading], limits: Limits) -> list[Measurement]:
+    """Slopes per sync of threads, open file descriptors and resident memory (the last as a
+    fraction of the first reading), and the median duration of the last third of the syncs
+    against the first third's: a leak per session shows as a steady slope, a reload that
+    slows with each session as a ratio."""
+    b = "weights/many-syncs-stable"
+    if len(readings) < 3 or any(r.rss_bytes <= 0 or r.threads <= 0 or r.seconds <= 0 for r in readings):
+        raise ReadingError(f"sync series unusable (need three or more positive readings): {list(readings)}")
+    third = len(readings) // 3
+    first_time = statistics.median(r.seconds for r in readings[:third])
+    last_time = statistics.median(r.seconds for r in readings[-third:])
+
+    def slope(values: Sequence[float]) -> float:
+        return max(0.0, growth_per_cycle(values))
+
+    return [
+        _get(limits, b, "syncs").judge(len(readings)),
+        _get(limits, b, "threads_per_sync").judge(slope([r.threads for r in readings])),
+        _get(limits, b, "open_fds_per_sync").judge(slope([r.open_fds for r in readings])),
+        _get(limits, b, "rss_growth_per_sync").judge(
+            slope([r.rss_bytes for r in readings]) / readings[0].rss_bytes),
+        _get(limits, b, "sync_time_ratio").judge(last_time / first_time),
+    ]
+
+
 def device_memory_stable(residual_per_cycle: Sequence[int], limits: Limits) -> list[Measurement]:
     slope = max(0.0, growth_per_cycle(residual_per_cycle))
     return [_get(limits, "mechanism/device-memory-stable", "residual_growth_per_cycle").judge(slope)]

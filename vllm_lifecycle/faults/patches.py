@@ -367,6 +367,25 @@ def update_reaches_first_engine(original: Fn) -> Fn:
     return update_weights
 
 
+_LEFT_BEHIND: list[Any] = []  # what each session leaked, kept alive as a leak keeps it
+
+
+def start_leaks_a_receiver(original: Fn) -> Fn:
+    import os
+    import threading
+
+    @functools.wraps(original)
+    def start_weight_update(self: Any) -> None:
+        original(self)
+        # The bug: each session starts a receiver thread on a pipe that nothing ever closes.
+        reader, writer = os.pipe()
+        receiver = threading.Thread(target=os.read, args=(reader, 1), daemon=True,
+                                    name="weight-session-receiver")
+        receiver.start()
+        _LEFT_BEHIND.append((reader, writer, receiver))
+    return start_weight_update
+
+
 def init_reaches_first_engine(original: Fn) -> Fn:
     @functools.wraps(original)
     def init_weight_transfer_engine(self: Any, init_info: dict[str, Any]) -> None:

@@ -86,6 +86,7 @@ _WORKER_UPDATE = ("vllm.v1.worker.gpu_worker:Worker.update_weights", "a7103b1a77
 _ENGINE_RESUME = ("vllm.v1.engine.core:EngineCore.resume_scheduler", "206f103ac66e1ee7")
 _ENGINE_RELEASE_KV = ("vllm.v1.engine.core:EngineCore.release_kv_cache_memory", "98bff1aadb2ca398")
 # A module-level function, read by init_exception_handler when the app is built (after plugins load).
+_WORKER_START = ("vllm.v1.worker.gpu_worker:Worker.start_weight_update", "042ec3ba0b895dbc")
 _ROUTE_VALIDATION = ("vllm.entrypoints.serve.exception_handling.register:validation_exception_handler",
                      "97509002a3c6851d")
 _WORKER_INIT = ("vllm.v1.worker.gpu_worker:Worker.init_weight_transfer_engine", "1e9dcb8540c8536b")
@@ -151,6 +152,7 @@ def _beyond(behaviour: str, names: str) -> str:
 
 
 LOGPROBS_DRIFTED = _beyond("mechanism/logprob-drift", "max_abs_logprob_diff")
+SESSION_LEAKED = _beyond("weights/many-syncs-stable", "threads_per_sync|open_fds_per_sync")
 RSS_GREW = _beyond("mechanism/host-rss-stable", "growth_per_cycle|total_growth")
 RESIDUAL_GREW = _beyond("mechanism/device-memory-stable", "residual_growth_per_cycle")
 SECOND_SLEEP_500 = r"expected 200 .*; observed POST /sleep\?level=[12](&mode=[a-z]+)? -> 500 "
@@ -456,6 +458,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         guards=(),  # with one engine there is no list: nothing to guard there
         patches=(_patch(_WORKER_UPDATE, "update_reads_first_entry"),),
         symptoms=(("weights/sync-reaches-every-rank", RANK_READ_OTHER_ENTRY),),
+    ),
+    Fault(
+        "weights-session-leaks", "fault",
+        "each weight-update session leaves a receiver thread and its pipe behind in the worker: "
+        "an RL run of hundreds of syncs runs out of threads or file descriptors",
+        "vLLM 0.32 v1/worker/gpu_worker.py start_weight_update (a session per sync); RL runs "
+        "sync hundreds of times (shared research weight-sync.md)",
+        breaks=("weights/many-syncs-stable",),
+        patches=(_patch(_WORKER_START, "start_leaks_a_receiver"),),
+        symptoms=(("weights/many-syncs-stable", SESSION_LEAKED),),
     ),
     Fault(
         "weights-init-first-engine-only", "fault",

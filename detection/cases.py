@@ -119,7 +119,8 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     "sleep-side-effects": ("rss-leak-per-cycle", "sleep-op-recorder-skips-failures",
                            "sleep-flag-stale"),
     "wake-and-admission": ("wake-perturbs-weights", "double-sleep-500", "late-arrival-dropped"),
-    "weights-state": ("weights-finish-resumes", "weights-abort-pause-keeps-requests"),
+    "weights-state": ("weights-finish-resumes", "weights-abort-pause-keeps-requests",
+                      "weights-chunk-dtype-reinterpreted"),
     "gauge-and-stale-kv": ("gauge-not-updated", "weights-keep-pause-stale-kv"),
     # Both API-server caches on one api2 server.
     "frontend-caches": ("frontend-stale-pause", "weights-version-cached-per-frontend"),

@@ -30,6 +30,7 @@ from thresholds import load_limits
 from vllm_lifecycle.faults.registry import FAULTS
 
 LIMITS = load_limits()
+CAST_GOLDENS = {"A": [1] * 8, "B-float16": [2] * 8}
 AWAKE = StateView(False, False, AWAKE_GAUGE)
 PAUSED = StateView(True, True, AWAKE_GAUGE)
 
@@ -259,6 +260,9 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("rss-leak-per-cycle", "mechanism/host-rss-stable"): [
         beyond(measured.host_rss_stable([1000 + 64 * i for i in range(10)], LIMITS)),
         beyond(measured.host_rss_stable([1000 + 12 * i for i in range(10)], LIMITS))],
+    # conformance/weights/test_sync_casts.py over weight_judges.serves_problems
+    ("weights-chunk-dtype-reinterpreted", "weights/sync-casts-on-load"): wj.serves_problems(
+        {"engine": [7] * 8}, "B-float16", CAST_GOLDENS, "after the sync of B-float16"),
     # conformance/weights/test_many_syncs.py: one thread and a pipe's two ends per session
     ("weights-session-leaks", "weights/many-syncs-stable"): [
         beyond(measured.many_syncs_stable(
@@ -382,6 +386,9 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
+    # The chunks dropped (A still served): not a misread dtype.
+    "weights/sync-casts-on-load": wj.serves_problems(
+        {"engine": [1] * 8}, "B-float16", CAST_GOLDENS, "after the sync of B-float16"),
     # Memory or time that grew, or the last sync's checkpoint not served: not a leaked session.
     "weights/many-syncs-stable": [
         beyond(measured.many_syncs_stable(
@@ -534,6 +541,7 @@ OTHER_MESSAGES: dict[str, list[str]] = {
 # The symptoms that once matched every message of their behaviour, and the one each fault's
 # tightened wording now has to tell apart from the rest.
 CROSS_CHECKED = {
+    ("weights-chunk-dtype-reinterpreted", "weights/sync-casts-on-load"),
     ("weights-session-leaks", "weights/many-syncs-stable"),
     ("repeat-pause-aborts", "misuse/pause-while-paused"),
     ("noop-resume-aborts", "misuse/resume-while-running"),

@@ -343,18 +343,36 @@ def consensus_on_a_slow_cadence(original: Fn) -> Fn:
 DROPPED_TENSOR = "layers.1.mlp.down_proj.weight"
 
 
-def _update_loading_only(original: Fn, keep: Callable[[str], bool]) -> Fn:
-    """update_weights, with the engine's model loading only the tensors `keep` admits."""
+def _update_loading(original: Fn, change: Callable[[Any, str, Any], Any]) -> Fn:
+    """update_weights, with the engine's model loading what `change(engine dtype, name, tensor)`
+    makes of each tensor (None: the tensor is dropped)."""
     @functools.wraps(original)
     def update_weights(self: Any, update_info: dict[str, Any]) -> None:
-        model = self.model
+        model, dtype = self.model, self.model_config.dtype
         load = model.load_weights
-        model.load_weights = lambda weights: load([(n, t) for n, t in weights if keep(n)])
+
+        def changed(weights: Any) -> Any:
+            return load([(n, c) for n, t in weights if (c := change(dtype, n, t)) is not None])
+
+        model.load_weights = changed
         try:
             return original(self, update_info)
         finally:
             model.__dict__.pop("load_weights", None)
     return update_weights
+
+
+def _update_loading_only(original: Fn, keep: Callable[[str], bool]) -> Fn:
+    """update_weights, with the engine's model loading only the tensors `keep` admits."""
+    return _update_loading(original, lambda dtype, name, tensor: tensor if keep(name) else None)
+
+
+def update_reinterprets_dtype(original: Fn) -> Fn:
+    # The bug: a tensor of another dtype of the same width as the engine's (float16 into a
+    # bfloat16 engine) is taken as the engine's dtype, its bits read unconverted, as a receive
+    # buffer allocated in the engine's dtype would hold them.
+    return _update_loading(original, lambda dtype, name, tensor: (
+        tensor.view(dtype) if tensor.dtype != dtype and tensor.element_size() == dtype.itemsize else tensor))
 
 
 def update_reaches_first_engine(original: Fn) -> Fn:

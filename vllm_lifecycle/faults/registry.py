@@ -460,6 +460,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         symptoms=(("weights/sync-reaches-every-rank", RANK_READ_OTHER_ENTRY),),
     ),
     Fault(
+        "weights-chunk-dtype-reinterpreted", "fault",
+        "a weight-update tensor in another dtype of the same width as the engine's (float16 into "
+        "bfloat16) is loaded as the engine's dtype without conversion: its bits are misread",
+        "vLLM 0.32 weight transfer (update_info names each tensor's dtype; a receive buffer "
+        "allocated in the model's dtype misreads another); trainers ship bfloat16 or float16",
+        breaks=("weights/sync-casts-on-load",),
+        patches=(_patch(_TRANSFER_UPDATE, "update_reinterprets_dtype"),),
+        symptoms=(("weights/sync-casts-on-load", WEIGHTS_MIXED),),
+    ),
+    Fault(
         "weights-session-leaks", "fault",
         "each weight-update session leaves a receiver thread and its pipe behind in the worker: "
         "an RL run of hundreds of syncs runs out of threads or file descriptors",

@@ -334,6 +334,11 @@ WHOLE = {
     "weights/session-rules": [
         "chunk-before-start: /update_weights: refused with 500 (a server error), expected a 4xx "
         "(the caller's error)"],
+    "weights/tied-head-follows-sync": [
+        "after the session sync of the tied model's B: the engine serves neither checkpoint's output "
+        "(first token unlike B's at position 0): a mix of weights or corrupted weights; after the "
+        "reload-from-path sync of the tied model's B: the engine serves neither checkpoint's output "
+        "(first token unlike B's at position 0): a mix of weights or corrupted weights"],
     "weights/failed-chunk-keeps-engine": [
         "after the refused chunk the engine died: /health 503; the engine's log: EngineCore "
         "encountered a fatal error: RuntimeError: Worker failed with error "

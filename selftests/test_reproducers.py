@@ -297,7 +297,7 @@ def test_cases_of_one_finding_need_one_server() -> None:
     cases = {"a": {"serve_args": [], "engines": 1},
              "b": {"serve_args": [], "engines": 2},
              "c": {"serve_args": [], "engines": 1, "leaves_server_dead": True}}
-    assert need_of("s.py", cases, ["a", "c"]) == Need(False, (), (), 1, True)
+    assert need_of("s.py", cases, ["a", "c"]) == Need(False, (), (), 1, leaves_server_dead=True)
     with pytest.raises(HarnessError, match="different servers"):
         need_of("s.py", cases, ["a", "b"])
     with pytest.raises(HarnessError, match="no case z"):

@@ -36,6 +36,8 @@ SHOWS, BEHAVES, UNCLEAR = 1, 0, 2  # the exit codes
 URL = "http://127.0.0.1:8000"  # the server's, from the command line
 EXPERTS = ('  # MODEL must declare experts, or vLLM runs the ranks as independent engines: an MoE '
            'model, or a dense one with "num_local_experts": 2 added to its config.json')
+TIED = ('  # MODEL: a local folder of safetensors whose config ties lm_head to embed_tokens '
+        '("tie_word_embeddings": true, e.g. Qwen2.5-0.5B)')
 
 
 class Unclear(Exception):  # noqa: N818 (the verdict it stands for)
@@ -51,12 +53,14 @@ class Case:
     serve_args: tuple[str, ...] = ()
     serve_env: tuple[tuple[str, str], ...] = (("VLLM_SERVER_DEV_MODE", "1"),)
     engines: int = 1  # data-parallel engines
+    tied_head: bool = False  # MODEL must tie its lm_head to its embed_tokens
     leaves_server_dead: bool = False  # where it shows
 
     def serve_command(self) -> str:
         dp = ("--data-parallel-size", str(self.engines)) if self.engines > 1 else ()
         return " ".join([*(f"{k}={v}" for k, v in self.serve_env), "vllm serve MODEL",
-                         *map(shlex.quote, (*dp, *self.serve_args))]) + EXPERTS * bool(dp)
+                         *map(shlex.quote, (*dp, *self.serve_args))]) + (EXPERTS * bool(dp)
+                                                                          + TIED * self.tied_head)
 
 
 def brief(value: Any, limit: int = 300) -> str:

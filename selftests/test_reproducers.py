@@ -245,6 +245,33 @@ def test_the_verdict_follows_the_answer(stub: type[Stub], answer: tuple[int, dic
     assert jargon(done.stdout, load_catalog()) == [], "the output speaks the suite's words"
 
 
+def test_the_tied_head_reproducer_swaps_two_rows_of_embed_tokens_byte_for_byte(tmp_path: Path) -> None:
+    """Its checkpoint copy, read and written with the standard library (the script needs only
+    requests): rows i and j of every embed_tokens tensor swapped, every other byte kept."""
+    import importlib.util
+    import struct
+
+    path = REPRODUCERS_DIR / "tied_head_stale_after_reload.py"
+    spec = importlib.util.spec_from_file_location("tied_head_reproducer", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+    rows = [bytes([r] * 4) for r in range(4)]  # four rows of two float16s
+    header = {"model.embed_tokens.weight": {"dtype": "F16", "shape": [4, 2], "data_offsets": [0, 16]},
+              "model.norm.weight": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}}
+    head = json.dumps(header).encode()
+    body = b"".join(rows) + bytes(range(100, 108))
+    model, into = tmp_path / "model", tmp_path / "copy"
+    model.mkdir(), into.mkdir()
+    (model / "model.safetensors").write_bytes(struct.pack("<Q", len(head)) + head + body)
+    (model / "config.json").write_text('{"tie_word_embeddings": true}')
+    script.swapped_copy(model, 1, 3, into)
+    copied = (into / "model.safetensors").read_bytes()[8 + len(head):]
+    assert copied == rows[0] + rows[3] + rows[2] + rows[1] + bytes(range(100, 108))
+    assert (into / "config.json").is_symlink() and (model / "model.safetensors").read_bytes().endswith(body)
+
+
 def test_no_server_is_could_not_tell() -> None:
     done = subprocess.run([sys.executable, str(REPRODUCERS_DIR / "sleep_params_unvalidated.py"),
                            "http://127.0.0.1:9"], capture_output=True, text=True, timeout=60, check=False)

@@ -212,6 +212,9 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         behaviours=("gating/partial-wake-holds-requests",),
         expect_fail=("gating/partial-wake-holds-requests",),
         keyword=f"{variant} and partial_wake", topologies=("dp2",),
+        # The ranks wedge in about half the runs (RAN_OR_WEDGED_ON_DP): the unanswered full wake
+        # waits out this timeout, not the default's two minutes (custody's requests take seconds).
+        extra_args=("--lifecycle-request-timeout", "30"),
         summary="on dp2: a weights-only wake resumes scheduling on every engine",
         symptoms={"gating/partial-wake-holds-requests": registry.RAN_OR_WEDGED_ON_DP},
     ))

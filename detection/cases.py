@@ -72,6 +72,8 @@ _KEYWORDS = {
     "buffered-delta-dropped": "AsyncLLM-MP1 and (delta or full_wake)",
     # The held request across a sync runs only on AsyncLLM; one engine of each API is enough.
     "weights-version-label-frozen": "(AsyncLLM-MP1 or (LLM-MP0 and not AsyncLLM)) and (spans or full_wake)",
+    # Its one test, so that it narrows a merged case as it does alone.
+    "weights-lora-slots-stale": "lora_follows_sync",
     # Only a keep pause or a keep sleep reaches it.
     "dp-keep-aborts-one-rank": "keep",
     # Every mode shows it the same way, and each failed instance costs a dp2 restart: the keep
@@ -135,6 +137,9 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     # Requests left alone by no-op, repeated and refused calls: five functions, one server.
     "work-in-flight": ("noop-resume-aborts", "unknown-tag-wake-aborts", "repeat-pause-aborts",
                        "refused-release-aborts", "route-refusal-aborts"),
+    # Custody of a keep pause, and an adapter across a sync (its test pauses with no request in
+    # flight, on a LoRA server of its own).
+    "keep-aborts-and-lora": ("keep-aborts", "weights-lora-slots-stale"),
     # The Python API: the same hosts once instead of once per member.
     "offline-weights-finish-and-label": ("offline-weights-finish-resumes",
                                          "weights-version-label-frozen"),

@@ -31,6 +31,8 @@ from vllm_lifecycle.faults.registry import FAULTS
 
 LIMITS = load_limits()
 CAST_GOLDENS = {"A": [1] * 8, "B-float16": [2] * 8}
+# conformance/weights/test_lora_across_sync.py's labels: each checkpoint, with and without the adapter
+LORA_GOLDENS = {"A": [1] * 8, "A with the adapter": [3] * 8, "B": [2] * 8, "B with the adapter": [4] * 8}
 AWAKE = StateView(False, False, AWAKE_GAUGE)
 PAUSED = StateView(True, True, AWAKE_GAUGE)
 
@@ -263,6 +265,12 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     # conformance/weights/test_sync_casts.py over weight_judges.serves_problems
     ("weights-chunk-dtype-reinterpreted", "weights/sync-casts-on-load"): wj.serves_problems(
         {"engine": [7] * 8}, "B-float16", CAST_GOLDENS, "after the sync of B-float16"),
+    # conformance/weights/test_lora_across_sync.py: the adapter's request served as the base model
+    ("weights-lora-slots-stale", "weights/lora-follows-sync"): [
+        *wj.serves_problems({"the adapter": [2] * 8}, "B with the adapter", LORA_GOLDENS,
+                            "after the session sync of B"),
+        *wj.serves_problems({"the adapter": [1] * 8}, "A with the adapter", LORA_GOLDENS,
+                            "after the reload-from-path sync of A")],
     # conformance/weights/test_many_syncs.py: one thread and a pipe's two ends per session
     ("weights-session-leaks", "weights/many-syncs-stable"): [
         beyond(measured.many_syncs_stable(
@@ -386,6 +394,14 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
 # Per behaviour, failures its test can report that are NOT those faults' effects: another
 # step gone wrong, a hung request, another fault's effect.
 OTHER_MESSAGES: dict[str, list[str]] = {
+    # The sync not landed under the adapter or the base model, or a mix: not a dropped adapter.
+    "weights/lora-follows-sync": [
+        *wj.serves_problems({"the adapter": [3] * 8}, "B with the adapter", LORA_GOLDENS,
+                            "after the session sync of B"),
+        *wj.serves_problems({"the adapter": [9] * 8}, "B with the adapter", LORA_GOLDENS,
+                            "after the session sync of B"),
+        *wj.serves_problems({"the base model": [1] * 8}, "B", LORA_GOLDENS,
+                            "after the session sync of B")],
     # The chunks dropped (A still served): not a misread dtype.
     "weights/sync-casts-on-load": wj.serves_problems(
         {"engine": [1] * 8}, "B-float16", CAST_GOLDENS, "after the sync of B-float16"),
@@ -543,6 +559,7 @@ OTHER_MESSAGES: dict[str, list[str]] = {
 CROSS_CHECKED = {
     ("weights-chunk-dtype-reinterpreted", "weights/sync-casts-on-load"),
     ("weights-session-leaks", "weights/many-syncs-stable"),
+    ("weights-lora-slots-stale", "weights/lora-follows-sync"),
     ("repeat-pause-aborts", "misuse/pause-while-paused"),
     ("noop-resume-aborts", "misuse/resume-while-running"),
     ("dp-keep-aborts-one-rank", "custody/pause-in-flight"),

@@ -8,14 +8,9 @@ import pytest
 
 from fixtures.errors import HarnessError
 from fixtures.judging import golden
-from fixtures.judging.assertions import reply_is
 from fixtures.judging.weight_judges import serves_problems
 from fixtures.observing.engine import Engine
-from fixtures.observing.weight_sync import WeightClient, outputs
-
-# Each way there and back, ending on A: the session (the trainer's), then vLLM's own reload from
-# a weights_path (no suite backend in the path).
-STEPS = (("session", "B"), ("session", "A"), ("reload-from-path", "B"), ("reload-from-path", "A"))
+from fixtures.observing.weight_sync import THERE_AND_BACK, WeightClient, outputs
 
 
 @pytest.mark.behaviour("weights/tied-head-follows-sync")
@@ -34,13 +29,7 @@ def test_tied_head_follows_sync(launch, base_config, tied_checkpoints, run_state
         raise HarnessError("the tied-head engine does not serve its checkpoint A: " + "; ".join(start))
     weights = WeightClient(engine.control, server.facts, run_state.config.weight_sync)
     problems: list[str] = []
-    for path, label in STEPS:
-        reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
-        if path == "session":
-            weights.sync(checkpoints[label], f"tied-{label}")
-        else:
-            reload = weights.reload_from(checkpoints[label])
-            assert reload.status == 200, f"reload_weights from {label} failed: {reload.describe()}"
-        reply_is(engine.control.resume(), 200, {"status": "resumed"})
-        problems += served(f"after the {path} sync of the tied model's {label}")
+    for way, label in THERE_AND_BACK:
+        weights.held_sync(checkpoints[label], f"tied-{label}", way)
+        problems += served(f"after the {way} sync of the tied model's {label}")
     assert not problems, "; ".join(problems)

@@ -404,6 +404,20 @@ def start_leaks_a_receiver(original: Fn) -> Fn:
     return start_weight_update
 
 
+def lora_reset_keeps_registry(original: Fn) -> Fn:
+    @functools.wraps(original)
+    def reset_lora_state(self: Any) -> None:
+        if not self.lora_config:
+            return
+        # The bug: the adapters' slots are cleared, but the manager keeps each adapter registered
+        # and active, so its next request finds it loaded and never writes its weights back.
+        manager = self.lora_manager._adapter_manager
+        for module in manager.modules.values():
+            for index in range(manager.lora_slots):
+                module.reset_lora(index)
+    return reset_lora_state
+
+
 def init_reaches_first_engine(original: Fn) -> Fn:
     @functools.wraps(original)
     def init_weight_transfer_engine(self: Any, init_info: dict[str, Any]) -> None:

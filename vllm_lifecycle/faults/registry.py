@@ -90,6 +90,8 @@ _WORKER_START = ("vllm.v1.worker.gpu_worker:Worker.start_weight_update", "042ec3
 _ROUTE_VALIDATION = ("vllm.entrypoints.serve.exception_handling.register:validation_exception_handler",
                      "97509002a3c6851d")
 _WORKER_INIT = ("vllm.v1.worker.gpu_worker:Worker.init_weight_transfer_engine", "1e9dcb8540c8536b")
+_LORA_RESET = ("vllm.v1.worker.lora_model_runner_mixin:LoRAModelRunnerMixin.reset_lora_state",
+               "ecc0c9729929ea92")
 
 
 def _patch(pinned: tuple[str, str], replacement: str) -> Patch:
@@ -200,6 +202,9 @@ REFUSED_RELEASE_UNCOUNTED = (r"after a /release_kv_cache_memory the engine refus
                              r"\{[^}]*'release_kv_cache_memory': 0\.0\}")
 # Part of a layer loaded: neither checkpoint's output.
 WEIGHTS_MIXED = r"serves neither checkpoint's output"
+# The adapter's request served as the base model (weight_judges.serves_problems, labels of
+# conformance/weights/test_lora_across_sync.py).
+ADAPTER_DROPPED = r"the adapter serves checkpoint (\w)'s output, expected \1 with the adapter's"
 # An engine still stepping after /pause answered: its cores (or devices) busy over the window,
 # or, on an idle engine, the pause itself answered late behind the dummy steps still running.
 KEPT_WORKING = (r"busy_(cores_above_idle|device_percent) \[after /pause\?mode=\w+[^]]*\]: "
@@ -468,6 +473,16 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
         breaks=("weights/sync-casts-on-load",),
         patches=(_patch(_TRANSFER_UPDATE, "update_reinterprets_dtype"),),
         symptoms=(("weights/sync-casts-on-load", WEIGHTS_MIXED),),
+    ),
+    Fault(
+        "weights-lora-slots-stale", "fault",
+        "after base weights are replaced the LoRA slots are cleared but each adapter stays "
+        "registered and active: a request naming it is served without it",
+        "vLLM 0.32 v1/worker/lora_model_runner_mixin.py reset_lora_state (\"Invalidate LoRA state "
+        "after base weights are replaced\"); RL runs serve adapters on a synced base",
+        breaks=("weights/lora-follows-sync",),
+        patches=(_patch(_LORA_RESET, "lora_reset_keeps_registry"),),
+        symptoms=(("weights/lora-follows-sync", ADAPTER_DROPPED),),
     ),
     Fault(
         "weights-session-leaks", "fault",

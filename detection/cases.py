@@ -74,6 +74,8 @@ _KEYWORDS = {
     "weights-version-label-frozen": "(AsyncLLM-MP1 or (LLM-MP0 and not AsyncLLM)) and (spans or full_wake)",
     # Its one test, so that it narrows a merged case as it does alone.
     "weights-lora-slots-stale": "lora_follows_sync",
+    # Its slice as it stands, named, so that it narrows a merged case as it does alone.
+    "partial-wake-resumes": "partial_wake or awake_baseline or pause_resume",
     # Only a keep pause or a keep sleep reaches it.
     "dp-keep-aborts-one-rank": "keep",
     # Every mode shows it the same way, and each failed instance costs a dp2 restart: the keep
@@ -137,10 +139,14 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     # Requests left alone by no-op, repeated and refused calls: five functions, one server.
     "work-in-flight": ("noop-resume-aborts", "unknown-tag-wake-aborts", "repeat-pause-aborts",
                        "refused-release-aborts", "route-refusal-aborts"),
+    # A weights-only wake's gating, and a wait sleep's drain (each test sleeps with the other's
+    # call left alone: no partial wake in the drains, no wait sleep in the wakes).
+    "partial-wake-and-drain": ("partial-wake-resumes", "wait-skips-drain"),
     # Custody of a keep pause, and an adapter across a sync (its test pauses with no request in
     # flight, on a LoRA server of its own).
     "keep-aborts-and-lora": ("keep-aborts", "weights-lora-slots-stale"),
     # The Python API: the same hosts once instead of once per member.
+    "offline-partial-wake-and-drain": ("offline-partial-wake-resumes", "offline-wait-skips-drain"),
     "offline-weights-finish-and-label": ("offline-weights-finish-resumes",
                                          "weights-version-label-frozen"),
     "offline-late-arrival-deltas-release": ("offline-late-arrival-dropped", "buffered-delta-dropped",

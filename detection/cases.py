@@ -110,10 +110,11 @@ _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
 # Cases merged into one (one server or host start instead of one each): each member's fault
 # patches its own functions and breaks its own behaviours, judged by its own symptom. Each group
 # was run on the real engine and every member caught (docs/faults.md); a fault that leaves the
-# engine dead (weights-sync-drops-a-tensor leaves a layer on meta) or that breaks another's test
-# stays on its own (partial-wake-resumes schedules onto a reload still on meta, wait-skips-drain
-# cuts the drain another case judges, and a sync's resume kills the engine while
-# dp-pause-completes-before-consensus is armed). A dp2 fault whose failure wedges the server
+# engine dead (weights-sync-drops-a-tensor leaves a layer on meta) stays on its own, and a fault
+# never meets the tests it breaks of another (partial-wake-resumes schedules onto a reload still
+# on meta after a sync while asleep, wait-skips-drain cuts the drain buffered-delta-dropped is
+# judged on, and a sync's resume kills the engine while dp-pause-completes-before-consensus is
+# armed). A dp2 fault whose failure wedges the server
 # pairs with a dp2 sync fault: its test is marked ends_shared_server_on_failure, so the sync's
 # test runs first on the same server and the wedge costs no start the pair would not pay apart.
 _TOGETHER: dict[str, tuple[str, ...]] = {

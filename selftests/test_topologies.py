@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from fixtures.axes.topologies import (
+    MULTI_ENGINE,
     TOPOLOGIES,
     UnknownTopologyError,
     cpu_skip_reason,
@@ -37,10 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_selection_keeps_catalog_order_and_names_unknown_ones():
-    assert [t.name for t in select_topologies(None)] == ["single", "dp2", "api2"]
+    assert [t.name for t in select_topologies(None)] == ["single", "dp2", "api2", "tp2"]
     assert [t.name for t in select_topologies("api2, dp2,dp2")] == ["dp2", "api2"]
     with pytest.raises(UnknownTopologyError,
-                       match="unknown topology 'dp3'; known topologies: single, dp2, api2"):
+                       match="unknown topology 'dp3'; known topologies: single, dp2, api2, tp2"):
         select_topologies("dp2,dp3")
     with pytest.raises(UnknownTopologyError, match="no topology named"):
         select_topologies(" , ")
@@ -63,7 +64,10 @@ def test_launch_arguments_per_topology():
     assert topology_named("single").launch_args == ()
     assert topology_named("dp2").launch_args == ("--data-parallel-size", "2")
     assert topology_named("api2").launch_args == ("--api-server-count", "2")
-    assert [t.moe_declared for t in TOPOLOGIES] == [False, True, False]
+    assert topology_named("tp2").launch_args == ("--tensor-parallel-size", "2")
+    assert [t.moe_declared for t in TOPOLOGIES] == [False, True, False, False]
+    assert [t.workers for t in TOPOLOGIES] == [1, 2, 1, 2]
+    assert {"dp2", "tp2"} == MULTI_ENGINE  # a worker per core: the whole machine
 
 
 def test_cores_split_per_rank_and_too_few_cores_skip_with_the_reason():
@@ -73,6 +77,9 @@ def test_cores_split_per_rank_and_too_few_cores_skip_with_the_reason():
     assert cpu_skip_reason(topology_named("dp2"), [1]) == (
         "topology dp2 needs 2 CPU cores (one per engine); this process owns 1 (1)")
     assert cpu_skip_reason(topology_named("api2"), [1]) is None
+    assert cpu_skip_reason(topology_named("tp2"), [0, 1]) is None
+    assert cpu_skip_reason(topology_named("tp2"), [1]) == (
+        "topology tp2 needs 2 CPU cores (one per worker); this process owns 1 (1)")
 
 
 RANK_LINE = ("(Worker_DP{w} pid=1{w}) INFO [parallel_state.py:2350] rank {r} in world size {n} is "

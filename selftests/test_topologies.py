@@ -23,6 +23,7 @@ from fixtures.axes.topologies import (
     select_topologies,
     split_cores,
     topology_named,
+    tp_ranks_proven,
 )
 from fixtures.errors import ConfigError, HarnessError
 from fixtures.in_target.tiny_model import DECLARED_EXPERTS, moe_declared
@@ -95,6 +96,16 @@ def test_the_dp_engine_class_is_proven_from_the_log_and_a_dense_dp_is_refused():
     missing = dp_rank_proven(DENSE_LOG, 2)
     assert missing is not None and "'is assigned as DP rank 0,'" in missing and "DP rank 1" in missing
     assert dp_rank_proven(DP_LOG.splitlines()[0], 2) is not None  # one rank is not both
+
+
+def test_every_tensor_parallel_worker_is_proven_from_the_log():
+    log = ("(Worker_TP0 pid=10) INFO [cpu_model_runner.py:68] Starting to load model m\n"
+           "(Worker_TP1 pid=11) INFO [cpu_model_runner.py:68] Starting to load model m\n")
+    assert tp_ranks_proven(log, 2) is None
+    assert tp_ranks_proven(log.replace("Worker_TP", "Worker_DP0_TP"), 2) is None  # with DP too
+    assert tp_ranks_proven(log.splitlines()[0], 2) == "no line of a worker process of TP rank 1"
+    assert tp_ranks_proven("(Worker pid=10) INFO rank 0 in world size 1", 2) == (
+        "no line of a worker process of TP rank 0, 1")
 
 
 def test_the_moe_declared_copy_declares_experts_and_keeps_the_rest(tmp_path):

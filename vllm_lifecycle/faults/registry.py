@@ -455,8 +455,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     ),
     Fault(
         "weights-dp-reads-entry-0", "fault",
-        "under data parallelism every worker loads the first entry of a per-engine update_info "
-        "list instead of its own: each engine loads what was sent for engine 0",
+        "under data or tensor parallelism every worker loads the first entry of a per-worker "
+        "update_info list instead of its own: each engine (on tp2 each worker) loads what was "
+        "sent for entry 0",
         "vLLM 0.32 v1/worker/gpu_worker.py update_weights (a list is indexed by "
         "data_parallel_index * world_size + rank); RFC #51476 §1-2",
         breaks=("weights/sync-reaches-every-rank",),

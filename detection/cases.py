@@ -90,6 +90,8 @@ _KEYWORDS = {
 
 # partial-wake-resumes on every data-parallel engine: a case of its own, merged with others on dp2.
 DP2_PARTIAL_WAKE = "dp2-partial-wake-resumes"
+# weights-dp-reads-entry-0 on the tensor-parallel workers of one engine: a case of its own on tp2.
+TP2_ENTRY_0 = "tp2-reads-entry-0"
 
 # The topologies a case runs on, where its behaviours declare more than its fault needs: the
 # single-engine custody faults are proven on one engine (a dp2 server would cost a start and the
@@ -98,6 +100,10 @@ DP2_PARTIAL_WAKE = "dp2-partial-wake-resumes"
 _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
                "partial-wake-resumes": ("single",),
                "late-arrival-dropped": ("single",), "dp-keep-aborts-one-rank": ("dp2",),
+               # The per-engine sync faults on dp2 (the sync runs on tp2 too); entry 0 on tp2 is
+               # TP2_ENTRY_0's.
+               **{name: ("dp2",) for name in ("weights-sync-first-engine-only", "weights-dp-reads-entry-0",
+                                              "weights-init-first-engine-only")},
                "weights-version-cached-per-frontend": ("api2",),
                "frontend-stale-pause": ("api2", "single"),
                # misuse/sleep-while-asleep runs on dp2 and api2 too; the stale flag shows on one.
@@ -230,6 +236,14 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         summary="on dp2: a weights-only wake resumes scheduling on every engine",
         symptoms={"gating/partial-wake-holds-requests": registry.RAN_OR_WEDGED_ON_DP},
     ))
+    # Entry 0 read by every worker of one engine: TP1 loads TP0's entry.
+    entry_0 = FAULTS["weights-dp-reads-entry-0"]
+    out.append(Case(
+        name=TP2_ENTRY_0, fault=entry_0.name, behaviours=entry_0.breaks, expect_fail=entry_0.breaks,
+        keyword=f"{variant} and sync_reaches", topologies=("tp2",),
+        summary="on tp2: every tensor-parallel worker loads the first entry of a per-worker update_info list",
+        symptoms=dict(entry_0.symptoms),
+    ))
     out.append(Case(
         name="exploration-partial-wake-resumes", fault="partial-wake-resumes",
         behaviours=("exploration/reference-model",), expect_fail=("exploration/reference-model",),
@@ -332,10 +346,10 @@ def _together(name: str, members: list[Case], variant: str) -> Case:
 
 
 def engines_needed(case: Case, catalog: Catalog) -> int:
-    """The most engines any server of the case's slice runs (dp2: two), so the most CPU cores
-    (one per engine) it needs to itself. A behaviour the catalog does not know counts as 1:
+    """The most engine workers any server of the case's slice runs (dp2, tp2: two), so the most
+    CPU cores (one per worker) it needs to itself. A behaviour the catalog does not know counts as 1:
     the child run reports it as outside the catalog."""
-    per_topology = {t.name: t.engines for t in TOPOLOGIES}
+    per_topology = {t.name: t.workers for t in TOPOLOGIES}
     needed = [per_topology[t] for b in case.behaviours if b in catalog.behaviours
               for t in catalog.behaviours[b].topologies
               if case.topologies is None or t in case.topologies]

@@ -28,6 +28,9 @@ def test_a_case_on_a_dp_topology_needs_a_core_per_engine():
     assert engines_needed(case("c", "topology/admission-every-frontend"), CATALOG) == 1
     # A behaviour on one engine and on dp2: the case's own topologies decide.
     assert engines_needed(case("d", "custody/late-arrival"), CATALOG) == 2
+    # tp2 is one engine of two workers, each bound to a core of its own.
+    tp2 = Case("f", None, ("weights/sync-reaches-every-rank",), (), topologies=("tp2",))
+    assert engines_needed(tp2, CATALOG) == 2
     single = Case("e", None, ("custody/late-arrival",), (), topologies=("single",))
     assert engines_needed(single, CATALOG) == 1
     assert single.pytest_args()[:6] == ["--lifecycle-behaviours", "custody/late-arrival",
@@ -53,7 +56,8 @@ def test_every_real_case_is_placed_once():
     assert sorted(c.name for c in (*plan.alone, *plan.side_by_side)) == sorted(c.name for c in real)
     assert {c.name for c in plan.alone} >= {"dp-pause-completes-before-consensus",
                                              "dp-keep-sync-and-partial-wake", "dp-wake-and-entry-0",
-                                             "dp-stale-wave-and-init", "stock-under-layered-dp2"}
+                                             "dp-stale-wave-and-init", "stock-under-layered-dp2",
+                                             "tp2-reads-entry-0"}
     # The single-engine custody faults stay on one core although their behaviours run on dp2 too,
     # and so does stock vLLM's one-engine part under the layered profile.
     assert {c.name for c in plan.side_by_side} >= {"keep-aborts-and-lora", "wait-skips-drain",

@@ -112,6 +112,28 @@ def test_a_dp2_config_serves_the_moe_declared_model_with_one_core_set_per_rank(t
     assert not isinstance(named, str) and named.model == "org/moe"
 
 
+def test_a_tp2_config_serves_the_dense_model_with_one_core_set_per_worker(tmp_path, monkeypatch):
+    model = local_model(tmp_path)
+    base = recipes.base_config(VARIANT, suite(), target(), model, FOUR)
+    tp2 = topology_named("tp2")
+    config = recipes.topology_config(base, tp2, suite(), target(), Placement((0, 1, 2, 3), whole=True))
+    assert not isinstance(config, str)
+    assert config.model == model and config.topology == tp2  # no experts needed: one engine
+    assert config.args[-2:] == ("--tensor-parallel-size", "2") and config.name == f"{VARIANT.name}/tp2"
+    env = dict(config.env)
+    # vLLM's CPU workers assert one bind entry per local worker; memory nodes are per DP rank.
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3" and recipes.MEMORY_NODES not in env
+    assert recipes.topology_config(base, tp2, suite(), target(), Placement((1,))) == (
+        "topology tp2 needs 2 CPU cores (one per worker); this process owns 1 (1)")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert recipes.topology_config(base, tp2, suite(), target("cuda"), Placement()) == (
+        "topology tp2 needs 2 GPUs (one per worker); 1 visible")
+    second = Placement(worker=Worker("gw1", 1, 2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    assert recipes.device_env(target("cuda"), suite(), second, tensor_parallel=2) == {
+        "CUDA_VISIBLE_DEVICES": "6,7", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
 def test_a_topology_the_run_cannot_serve_is_a_reason_not_a_config(tmp_path, monkeypatch):
     dp2 = topology_named("dp2")
     base = recipes.base_config(VARIANT, suite(), target(), "org/dense", FOUR)
@@ -168,5 +190,9 @@ def test_the_offline_config_starts_the_host_entry(tmp_path):
                                           FOUR)
     assert not isinstance(dp2, str) and dp2.label == "offline-AsyncLLM-MP0-dp2" and dp2.model == "org/moe"
     assert dict(dp2.env)["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3"
+    tp2 = recipes.offline_topology_config(config, topology_named("tp2"), suite(), target(), FOUR)
+    assert not isinstance(tp2, str) and tp2.model == "/m" and tp2.label == "offline-AsyncLLM-MP0-tp2"
+    assert tp2.args[-2:] == ("--tensor-parallel-size", "2") and "--data-parallel-size" not in tp2.args
+    assert dict(tp2.env)["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3"
     with pytest.raises(ConfigError, match="topology api2 has several API servers; the Python API has none"):
         recipes.offline_topology_config(config, topology_named("api2"), suite(), target(), FOUR)

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from fixtures.axes.topologies import (
+    MULTI_ENGINE,
     TOPOLOGIES,
     UnknownTopologyError,
     cpu_skip_reason,
@@ -22,6 +23,7 @@ from fixtures.axes.topologies import (
     select_topologies,
     split_cores,
     topology_named,
+    tp_ranks_proven,
 )
 from fixtures.errors import ConfigError, HarnessError
 from fixtures.in_target.tiny_model import DECLARED_EXPERTS, moe_declared
@@ -37,10 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_selection_keeps_catalog_order_and_names_unknown_ones():
-    assert [t.name for t in select_topologies(None)] == ["single", "dp2", "api2"]
+    assert [t.name for t in select_topologies(None)] == ["single", "dp2", "api2", "tp2"]
     assert [t.name for t in select_topologies("api2, dp2,dp2")] == ["dp2", "api2"]
     with pytest.raises(UnknownTopologyError,
-                       match="unknown topology 'dp3'; known topologies: single, dp2, api2"):
+                       match="unknown topology 'dp3'; known topologies: single, dp2, api2, tp2"):
         select_topologies("dp2,dp3")
     with pytest.raises(UnknownTopologyError, match="no topology named"):
         select_topologies(" , ")
@@ -63,7 +65,10 @@ def test_launch_arguments_per_topology():
     assert topology_named("single").launch_args == ()
     assert topology_named("dp2").launch_args == ("--data-parallel-size", "2")
     assert topology_named("api2").launch_args == ("--api-server-count", "2")
-    assert [t.moe_declared for t in TOPOLOGIES] == [False, True, False]
+    assert topology_named("tp2").launch_args == ("--tensor-parallel-size", "2")
+    assert [t.moe_declared for t in TOPOLOGIES] == [False, True, False, False]
+    assert [t.workers for t in TOPOLOGIES] == [1, 2, 1, 2]
+    assert {"dp2", "tp2"} == MULTI_ENGINE  # a worker per core: the whole machine
 
 
 def test_cores_split_per_rank_and_too_few_cores_skip_with_the_reason():
@@ -73,6 +78,9 @@ def test_cores_split_per_rank_and_too_few_cores_skip_with_the_reason():
     assert cpu_skip_reason(topology_named("dp2"), [1]) == (
         "topology dp2 needs 2 CPU cores (one per engine); this process owns 1 (1)")
     assert cpu_skip_reason(topology_named("api2"), [1]) is None
+    assert cpu_skip_reason(topology_named("tp2"), [0, 1]) is None
+    assert cpu_skip_reason(topology_named("tp2"), [1]) == (
+        "topology tp2 needs 2 CPU cores (one per worker); this process owns 1 (1)")
 
 
 RANK_LINE = ("(Worker_DP{w} pid=1{w}) INFO [parallel_state.py:2350] rank {r} in world size {n} is "
@@ -88,6 +96,16 @@ def test_the_dp_engine_class_is_proven_from_the_log_and_a_dense_dp_is_refused():
     missing = dp_rank_proven(DENSE_LOG, 2)
     assert missing is not None and "'is assigned as DP rank 0,'" in missing and "DP rank 1" in missing
     assert dp_rank_proven(DP_LOG.splitlines()[0], 2) is not None  # one rank is not both
+
+
+def test_every_tensor_parallel_worker_is_proven_from_the_log():
+    log = ("(Worker_TP0 pid=10) INFO [cpu_model_runner.py:68] Starting to load model m\n"
+           "(Worker_TP1 pid=11) INFO [cpu_model_runner.py:68] Starting to load model m\n")
+    assert tp_ranks_proven(log, 2) is None
+    assert tp_ranks_proven(log.replace("Worker_TP", "Worker_DP0_TP"), 2) is None  # with DP too
+    assert tp_ranks_proven(log.splitlines()[0], 2) == "no line of a worker process of TP rank 1"
+    assert tp_ranks_proven("(Worker pid=10) INFO rank 0 in world size 1", 2) == (
+        "no line of a worker process of TP rank 0, 1")
 
 
 def test_the_moe_declared_copy_declares_experts_and_keeps_the_rest(tmp_path):

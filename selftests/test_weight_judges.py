@@ -244,6 +244,49 @@ def test_a_missing_extra_or_short_load_is_named() -> None:
         "expected its own B-dp1.safetensors"]
 
 
+def _tp_loaded(rank: int, count: int, file: str) -> str:
+    """The backend's load line from a tensor-parallel worker: its rank beside the DP index."""
+    return (f"(Worker_TP{rank} pid={200 + rank}) vllm-lifecycle-weights: loaded {count} tensor(s) "
+            f"from {file} (dp0 rank{rank} pid {200 + rank})")
+
+
+def _tp_init(rank: int, trainer: str = "conformance-suite") -> str:
+    return (f"(Worker_TP{rank} pid={200 + rank}) vllm-lifecycle-weights: init from trainer "
+            f"{trainer!r} (dp0 rank{rank} pid {200 + rank})")
+
+
+def test_under_tensor_parallelism_each_worker_must_load_its_own_entry() -> None:
+    import re
+
+    from vllm_lifecycle.faults.registry import INIT_MISSED_RANK, RANK_READ_OTHER_ENTRY
+
+    # One engine of two workers: entry i is worker i's (vLLM: dp index * world size + rank).
+    expected = expected_loads(_session_calls())
+    own = [_tp_loaded(1, 2, "B-dp1.safetensors"), _tp_loaded(0, 2, "B-dp0.safetensors"),
+           _tp_loaded(0, 1, "B-dp0.safetensors"), _tp_loaded(1, 1, "B-dp1.safetensors")]
+    assert rank_load_problems(own, expected, "s", world=2) == []
+    entry_0 = [_tp_loaded(0, 2, "B-dp0.safetensors"), _tp_loaded(1, 2, "B-dp0.safetensors"),
+               _tp_loaded(0, 1, "B-dp0.safetensors"), _tp_loaded(1, 1, "B-dp0.safetensors")]
+    found = rank_load_problems(entry_0, expected, "the sync of B", world=2)
+    assert found == ["the sync of B: worker 1 loaded B-dp0.safetensors (worker 0's entry) in chunk 1, "
+                     "expected its own B-dp1.safetensors"]
+    assert re.search(RANK_READ_OTHER_ENTRY, found[0])
+    alien = [*own[1:3], _tp_loaded(1, 2, "model.safetensors")]
+    assert rank_load_problems(alien, expected, "s", world=2) == [
+        "s: worker 1 loaded model.safetensors (no worker's entry) in chunk 1, "
+        "expected its own B-dp1.safetensors"]
+    # Two engines of two workers each: engine 1's rank 0 owns entry 2.
+    assert rank_load_problems([_loaded(1, 2, "C.safetensors").replace("(dp1 ", "(dp1 rank0 ")],
+                              {2: [Load("C.safetensors", 2)]}, "s", world=2) == []
+    calls = [call("/init_weight_transfer_engine", {"init_info": {"trainer": "conformance-suite"}}),
+             *_session_calls()]
+    assert rank_init_problems([_tp_init(0), _tp_init(1), *own], calls, "s", world=2) == []
+    missed = rank_init_problems([_tp_init(0), *own], calls, "the sync of B", world=2)
+    assert missed == ["the sync of B: init_weight_transfer_engine never reached worker 1 "
+                      "(no init logged before its first load)"]
+    assert not re.search(INIT_MISSED_RANK, missed[0])  # the DP fault's symptom names an engine
+
+
 def _init(engine: int, trainer: str = "conformance-suite") -> str:
     """The line the suite's backend logs when an init reaches a worker (backend.py)."""
     return f"vllm-lifecycle-weights: init from trainer {trainer!r} (dp{engine} pid {100 + engine})"

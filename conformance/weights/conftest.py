@@ -72,10 +72,12 @@ def weights(engine: Engine, checkpoints: dict[str, Checkpoint], goldens: dict[st
 
 @pytest.fixture
 def topology_weights(topology_engine: Engine, topology: Any, checkpoints: dict[str, Checkpoint],
-                     goldens: dict[str, list[int]], run_state: RunState,
+                     topology_goldens: dict[str, list[int]], run_state: RunState,
                      request: pytest.FixtureRequest) -> Iterator[WeightClient]:
-    """The topology server's weight client, every engine on checkpoint A before and after."""
-    yield from _weight_client(topology_engine, topology.engines, checkpoints, goldens, run_state, request)
+    """The topology server's weight client, every engine on checkpoint A before and after (as
+    the topology serves A: fixtures/plugin/checkpoints.py topology_goldens)."""
+    yield from _weight_client(topology_engine, topology.engines, checkpoints, topology_goldens,
+                              run_state, request)
 
 
 def _offline_weights(offline: OfflineClient, engines: int, checkpoints: dict[str, Checkpoint],

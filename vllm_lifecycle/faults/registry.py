@@ -180,9 +180,9 @@ RANK_MISSED = r"engine [1-9]\d* serves checkpoint A's output, expected B's"
 # A rank whose worker loaded its chunks with no init of the session before them
 # (weight_judges.rank_init_problems).
 INIT_MISSED_RANK = r"init_weight_transfer_engine never reached engine [1-9]\d*'s worker"
-# A rank that loaded another engine's entry of a per-engine update_info list
-# (weight_judges.rank_load_problems).
-RANK_READ_OTHER_ENTRY = r"engine [1-9]\d* loaded \S+ \(engine 0's entry\)"
+# A rank that loaded another engine's entry of a per-engine update_info list, or under tensor
+# parallelism a worker another worker's entry (weight_judges.rank_load_problems).
+RANK_READ_OTHER_ENTRY = r"(engine|worker) [1-9]\d* loaded \S+ \(\1 0's entry\)"
 # A held request resumed on the KV cache of the old weights.
 STALE_KV_MIX = r"explained by no single switch from the old weights' run"
 # A sync that never landed, seen by the judges whose references come from an engine started on
@@ -455,8 +455,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     ),
     Fault(
         "weights-dp-reads-entry-0", "fault",
-        "under data parallelism every worker loads the first entry of a per-engine update_info "
-        "list instead of its own: each engine loads what was sent for engine 0",
+        "under data or tensor parallelism every worker loads the first entry of a per-worker "
+        "update_info list instead of its own: each engine (on tp2 each worker) loads what was "
+        "sent for entry 0",
         "vLLM 0.32 v1/worker/gpu_worker.py update_weights (a list is indexed by "
         "data_parallel_index * world_size + rank); RFC #51476 §1-2",
         breaks=("weights/sync-reaches-every-rank",),

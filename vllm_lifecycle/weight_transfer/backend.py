@@ -47,6 +47,18 @@ def _no_mtp_check() -> Any:
     return disable_mtp_completeness_check()
 
 
+def _engine_rank(world_size: int) -> str:
+    """This worker's rank within its engine, the `rank` vLLM indexes a per-worker update_info
+    list with (data_parallel_index * world_size + rank): the world group spans every engine's
+    workers, each engine's in a block of its own. "?" once the group is gone (a late shutdown)."""
+    from vllm.distributed.parallel_state import get_world_group
+
+    try:
+        return str(int(get_world_group().rank_in_group) % world_size)
+    except AssertionError:  # torn down
+        return "?"
+
+
 def _vllm_engine(mode: str) -> type:
     """vLLM's own worker-side engine for an ipc or nccl session (CUDA only)."""
     if mode == IPC:
@@ -99,7 +111,10 @@ class FileWeightTransferEngine(WeightTransferEngine[FileInitInfo, FileUpdateInfo
 
     def _where(self) -> str:
         parallel = self.parallel_config
-        return f"dp{getattr(parallel, 'data_parallel_index', 0)} pid {os.getpid()}"
+        where = f"dp{getattr(parallel, 'data_parallel_index', 0)}"
+        if getattr(parallel, "world_size", 1) > 1:  # several workers per engine (tensor parallel)
+            where += f" rank{_engine_rank(parallel.world_size)}"
+        return f"{where} pid {os.getpid()}"
 
     def _log(self, text: str) -> None:
         # One write per whole line: the engines share the log, and a print's text and newline

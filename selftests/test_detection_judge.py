@@ -78,7 +78,7 @@ def test_cases_cover_every_fault_the_preview_and_stock_under_layered():
     # The partial wake is caught on one engine and, with no start of its own, on dp2.
     gating = {c.name: c.topologies for c in cases() if "partial-wake-resumes" in str(c.fault).split(",")
               and "gating/partial-wake-holds-requests" in c.expect_fail}
-    assert gating == {"partial-wake-resumes": ("single",), "offline-partial-wake-and-drain": ("single",),
+    assert gating == {"partial-wake-and-drain": ("single",), "offline-partial-wake-and-drain": ("single",),
                       "dp-keep-sync-and-partial-wake": ("dp2",)}
     offline = {f for c in cases() if c.transport == "offline" for f in str(c.fault).split(",")}
     assert offline == {"partial-wake-resumes", "wait-skips-drain", "buffered-delta-dropped",

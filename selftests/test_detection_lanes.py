@@ -60,7 +60,7 @@ def test_every_real_case_is_placed_once():
                                              "tp2-reads-entry-0"}
     # The single-engine custody faults stay on one core although their behaviours run on dp2 too,
     # and so does stock vLLM's one-engine part under the layered profile.
-    assert {c.name for c in plan.side_by_side} >= {"keep-aborts-and-lora", "wait-skips-drain",
+    assert {c.name for c in plan.side_by_side} >= {"keep-aborts-and-lora", "partial-wake-and-drain",
                                                    "wake-and-admission", "preview-layered",
                                                    "stock-under-layered-one-engine"}
 

@@ -49,8 +49,8 @@ def test_the_base_config_of_the_embedded_model_on_cpu():
     config = recipes.base_config(VARIANT, suite(), target(), "/models/tiny", FOUR)
     env = dict(config.env)
     assert config.args[-3:] == ("--max-model-len", "131072", "--enable-scale-out")
-    assert config.args[:3] == ("--enable-server-load-tracking", "--enable-prefix-caching",
-                               "--enable-prompt-tokens-details")
+    assert config.args[:4] == ("--enable-server-load-tracking", "--enable-log-requests",
+                               "--enable-prefix-caching", "--enable-prompt-tokens-details")
     assert env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
                    "VLLM_CPU_OMP_THREADS_BIND": "0-2"}  # one core left to the API server and client
     assert (config.name, config.served_model_name, config.dev_mode, config.entry) == (

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.judging import with_work
+from fixtures.observing import server_log
 from selftests.conftest import CPU_PROBE, FAKE_SERVER, write_fake_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,3 +186,16 @@ def test_a_harness_error_inside_a_tentative_test_is_an_error_not_a_tentative_fai
     ran = [r for r in results["results"] if r["outcome"] != "notrun"]
     assert [r["outcome"] for r in ran] == ["error"], out
     assert "the key is not in force" in ran[0]["message"] and proc.returncode == 1
+
+
+def test_the_added_request_lines_name_the_ids_vllm_added():
+    lines = ["(APIServer pid=9) INFO 12-06 20:19:11 [async_llm.py:578] Added request "
+             "cmpl-arrived-1a2b-0-84f22ddb.",
+             "(APIServer pid=9) INFO 12-06 20:19:11 [request_logger.py:65] Received request "
+             "cmpl-arrived-3c4d-0: params: SamplingParams(n=1)"]
+    added = server_log.added_requests(lines)
+    assert added == {"cmpl-arrived-1a2b-0-84f22ddb"}
+    # received is not added: the request may not be on the engine's socket yet
+    assert with_work.added_as("arrived-1a2b", added)
+    assert not with_work.added_as("arrived-3c4d", added)
+    assert not with_work.added_as("arrived-1a", added)

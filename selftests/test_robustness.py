@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.judging import with_work
 from fixtures.observing import server_log
 from selftests.conftest import CPU_PROBE, FAKE_SERVER, write_fake_python
 
@@ -196,6 +195,6 @@ def test_the_added_request_lines_name_the_ids_vllm_added():
     added = server_log.added_requests(lines)
     assert added == {"cmpl-arrived-1a2b-0-84f22ddb"}
     # received is not added: the request may not be on the engine's socket yet
-    assert with_work.added_as("arrived-1a2b", added)
-    assert not with_work.added_as("arrived-3c4d", added)
-    assert not with_work.added_as("arrived-1a", added)
+    assert server_log.added_as("arrived-1a2b", added)
+    assert not server_log.added_as("arrived-3c4d", added)
+    assert not server_log.added_as("arrived-1a", added)

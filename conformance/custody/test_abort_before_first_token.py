@@ -1,5 +1,7 @@
 """A request cut before it produced anything still says how it ended."""
 
+import uuid
+
 import pytest
 
 from fixtures.judging import judges
@@ -12,8 +14,9 @@ TOKENS = 32
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_abort_before_first_token(engine, api):
     reply_is(engine.control.pause("keep"), 200, {"status": "paused"})
-    held = engine.gen.start("held, then aborted", TOKENS, stream=True, api=api)
-    assert engine.wait_load(at_least=1) >= 1, "the held request was never accepted"
+    since, name = engine.log_mark(), f"held-{uuid.uuid4().hex[:12]}"
+    held = engine.gen.start("held, then aborted", TOKENS, stream=True, api=api, request_id=name)
+    engine.wait_added({name: held}, since)  # the engine holds it: the abort pause must end it
     reply_is(engine.control.pause("abort"), 200, {"status": "paused"})
     assert held.done.wait(engine.request_timeout), "the aborted stream did not end"
     problems = judges.abort_problems(held, TOKENS)

@@ -17,9 +17,9 @@ from fixtures.launching.config import build_config
 from fixtures.plugin import items
 from fixtures.plugin.state import RunState
 from fixtures.reporting import benchmark, report, results
-from fixtures.reporting.record import Instance, Record
 from fixtures.second_chances import SecondChance
 from fixtures.spec.catalog import load_catalog
+from fixtures.spec.record import Instance, Record, RecordError
 from selftests.test_import_rules import ROOT, tree_modules
 from sweep import matrix
 from thresholds import Measurement
@@ -45,6 +45,24 @@ def test_a_record_serialises_to_the_entry_the_readers_take():
     explored = dataclasses.replace(FAILED, properties={}, findings_reached=("a/b",), explored={"steps": 3})
     assert list(explored.as_dict())[-3:] == ["properties", "findings_reached", "explored"]
     assert explored.as_dict()["findings_reached"] == ["a/b"]
+
+
+def test_a_stored_entry_reads_back_into_the_same_record():
+    params = ("MRV1", "eager", "LLM", "MP1", "dp2", "round2")
+    record = dataclasses.replace(FAILED, instance=dataclasses.replace(OFFLINE_DP2, params=params),
+                                 properties={"rss": [1, 2]}, findings_reached=("a/b",), explored={"steps": 3})
+    assert Record.from_dict(record.as_dict()) == record
+    assert Record.from_dict(FAILED.as_dict()).as_dict() == FAILED.as_dict()
+    # An entry of an older suite lacks what has a default today: the default.
+    older = {"nodeid": "t::a", "behaviour": "flags/x", "variant": None, "transport": "http"}
+    assert Record.from_dict(older) == Record("t::a", "flags/x", Instance(None, "http"))
+
+
+def test_a_stored_entry_without_a_required_field_names_it():
+    entry = FAILED.as_dict()
+    del entry["transport"]
+    with pytest.raises(RecordError, match=r"'conformance/a.py::t\[.*' lacks transport"):
+        Record.from_dict(entry)
 
 
 def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detection():

@@ -73,7 +73,7 @@ def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detectio
              "fault": None, "target": {"vllm_version": "0.32.0"}}
     servers = results.server_stats([("MRV1-eager", 1.0, True), ("MRV1-eager/LLM-MP1/dp2", 0.5, False)],
                                    {"MRV1-eager": 1, "MRV1-eager/LLM-MP1/dp2": 1}, 4.5, 9.94)
-    doc = results.run_document(facts, servers, {"cores": 2}, [FAILED.as_dict(), passed.as_dict()])
+    doc = results.run_document(facts, servers, {"cores": 2}, [FAILED, passed])
     assert list(doc) == [*facts, "servers", "machine", "counts", "soak", "incomplete", "second_chances",
                          "second_chance_counts", "verdict", "results"]
     assert servers == {"starts": 2, "failed_starts": 1, "starts_per_config": {

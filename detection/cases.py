@@ -8,12 +8,13 @@ pass. `judge` turns one run's results records into a row of the detection matrix
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fixtures.axes.topologies import TOPOLOGIES
 from fixtures.spec.catalog import Catalog
+from fixtures.spec.record import Record
 from vllm_lifecycle.faults import registry
 from vllm_lifecycle.faults.registry import FAULTS
 
@@ -421,11 +422,11 @@ def _behaviour_outcome(outcomes: Iterable[str]) -> str:
     return "broken"  # tentative-fail / finding: a slice must not contain non-gating instances
 
 
-def judge(case: Case, records: list[Mapping[str, Any]]) -> Row:
-    by_behaviour: dict[str, list[Mapping[str, Any]]] = {b: [] for b in case.behaviours}
+def judge(case: Case, records: Sequence[Record]) -> Row:
+    by_behaviour: dict[str, list[Record]] = {b: [] for b in case.behaviours}
     extra = []
     for record in records:
-        bid = record.get("behaviour")
+        bid = record.behaviour
         if bid in by_behaviour:
             by_behaviour[bid].append(record)
         elif bid:
@@ -433,15 +434,15 @@ def judge(case: Case, records: list[Mapping[str, Any]]) -> Row:
     cells: dict[str, str] = {}
     details: dict[str, str] = {}
     for bid, recs in by_behaviour.items():
-        outcome = _behaviour_outcome(r["outcome"] for r in recs)
+        outcome = _behaviour_outcome(r.outcome for r in recs)
         expected_fail = bid in case.expect_fail
         if outcome == "broken":
             cells[bid] = BROKEN
-            details[bid] = "; ".join(f"{r['outcome']}: {r.get('message', '')[:200]}" for r in recs
-                                     if r["outcome"] not in ("pass", "fail")) or "no instance ran"
+            details[bid] = "; ".join(f"{r.outcome}: {r.message[:200]}" for r in recs
+                                     if r.outcome not in ("pass", "fail")) or "no instance ran"
         elif expected_fail:
             cells[bid] = CAUGHT if outcome == "failed" else MISSED
-            failing = [r.get("message", "") for r in recs if r["outcome"] == "fail"]
+            failing = [r.message for r in recs if r.outcome == "fail"]
             symptom = case.symptoms.get(bid)
             if cells[bid] == CAUGHT and symptom is None:
                 cells[bid] = BROKEN
@@ -458,7 +459,7 @@ def judge(case: Case, records: list[Mapping[str, Any]]) -> Row:
         else:
             cells[bid] = CLEAN if outcome == "passed" else COLLATERAL
         if cells[bid] in (MISSED, COLLATERAL):
-            details[bid] = "; ".join(f"{r['nodeid'].split('::')[-1]} {r['outcome']}" for r in recs)
+            details[bid] = "; ".join(f"{r.nodeid.split('::')[-1]} {r.outcome}" for r in recs)
     for bid in sorted(set(extra)):
         cells[bid], details[bid] = BROKEN, "ran outside the case's slice"
     return Row(case.name, cells, details)

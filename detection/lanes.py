@@ -14,20 +14,20 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from detection.cases import Case, Schedule
 from fixtures.launching.server import stop_process_group
 from fixtures.launching.target import PROBED_ENV, handed_probe, probe_output
+from fixtures.spec.record import Record, records_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE_TIMEOUT_S = 1200
 
 # What one case run gives back: its results records and the child's log.
-Outcome = tuple[list[Mapping[str, Any]], Path]
+Outcome = tuple[list[Record], Path]
 # (case, the cores its child may use (None: every core), where to keep the live child) -> outcome
 RunCase = Callable[[Case, "tuple[int, ...] | None", Callable[[subprocess.Popen[bytes]], None]], Outcome]
 
@@ -68,7 +68,7 @@ def run_case(case: Case, report_dir: Path, cores: tuple[int, ...] | None = None,
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(
             f"case {case.name}: the child run wrote no results (exit {proc.returncode}):\n{tail}")
-    return json.loads(results.read_text())["results"], log
+    return records_of(json.loads(results.read_text())), log
 
 
 class Lanes:

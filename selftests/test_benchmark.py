@@ -25,14 +25,15 @@ RESULTS = {
                                       "MRV1-eager/checkpoint-A": [1, 30.0]},
                 "per_worker": {"gw0": {}, "gw1": {}}},
     "machine": {"cores": 2, "cpu_busy": 0.69},
-    "results": [
+    "results": [{"nodeid": f"t{n}", "behaviour": "a/x", "variant": "MRV1-eager", "transport": "http"} | r
+                for n, r in enumerate([
         {"server": "MRV1-eager", "duration": 80.0, "topology": "single"},  # paid the 50 s start
         {"server": "MRV1-eager", "duration": 20.0, "topology": "single"},
         # its test's fixture started checkpoint-A (30 s of its 160)
         {"server": "MRV1-eager/dp2", "duration": 160.0, "topology": "dp2"},
         {"server": "MRV1-eager/api2", "duration": 60.0, "topology": "api2"},
         {"server": None, "duration": 0.5, "topology": "single"},
-    ],
+    ])],
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from detection.cases import (
     BROKEN,
     CAUGHT,
@@ -14,6 +16,7 @@ from detection.cases import (
     judge,
     matrix_markdown,
 )
+from fixtures.spec.record import Record
 from vllm_lifecycle.faults.registry import FAULTS
 
 CASE = Case("f", "f", ("flags/partial-wake", "flags/awake-baseline"), ("flags/partial-wake",),
@@ -21,8 +24,8 @@ CASE = Case("f", "f", ("flags/partial-wake", "flags/awake-baseline"), ("flags/pa
 
 
 def rec(bid, outcome, n=0):
-    return {"nodeid": f"conformance/x.py::test[{bid}-{n}]", "behaviour": bid, "outcome": outcome,
-            "message": "m"}
+    return Record.from_dict({"nodeid": f"conformance/x.py::test[{bid}-{n}]", "behaviour": bid,
+                             "variant": None, "transport": "http", "outcome": outcome, "message": "m"})
 
 
 def test_caught_and_clean_make_a_good_row():
@@ -95,16 +98,17 @@ def test_matrix_markdown_lists_every_cell_and_the_problems():
 def test_a_caught_failure_without_the_required_evidence_is_an_error():
     case = Case("e", "f", ("exploration/reference-model",), ("exploration/reference-model",),
                 evidence="# reproduction", symptoms={"exploration/reference-model": "Discrepancy"})
-    bare = {"nodeid": "x::t", "behaviour": "exploration/reference-model", "outcome": "fail",
-            "message": "DiscrepancyError: expected ..."}
+    bare = Record.from_dict({"nodeid": "x::t", "behaviour": "exploration/reference-model", "variant": None,
+                             "transport": "http", "outcome": "fail",
+                             "message": "DiscrepancyError: expected ..."})
     assert judge(case, [bare]).cells["exploration/reference-model"] == BROKEN
-    shown = bare | {"message": "DiscrepancyError ...\n# reproduction (run against ...)\ncurl -s ..."}
+    shown = replace(bare, message="DiscrepancyError ...\n# reproduction (run against ...)\ncurl -s ...")
     assert judge(case, [shown]).cells["exploration/reference-model"] == CAUGHT
 
 
 def test_a_failure_without_the_fault_symptom_is_not_a_catch():
     """The old judge counted any failure as caught: a hung request, a crash assertion."""
-    hung = rec("flags/partial-wake", "fail") | {"message": "request did not end within 120 s"}
+    hung = replace(rec("flags/partial-wake", "fail"), message="request did not end within 120 s")
     row = judge(CASE, [rec("flags/partial-wake", "fail"), hung, rec("flags/awake-baseline", "pass")])
     assert row.cells["flags/partial-wake"] == WRONG_CAUSE and not row.ok
     assert "1 of 2 failures lack the symptom" in row.details["flags/partial-wake"]

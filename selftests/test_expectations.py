@@ -12,9 +12,9 @@ from fixtures.judging import judges
 from fixtures.observing.client import Generation
 from fixtures.plugin import outcomes
 from fixtures.reporting import results
-from fixtures.reporting.record import Instance
 from fixtures.spec import expectations as ex
 from fixtures.spec.catalog import CatalogError, load_catalog, parse_catalog
+from fixtures.spec.record import Instance
 
 CATALOG = parse_catalog("""
 behaviours:

@@ -14,6 +14,7 @@ from fixtures.reporting import benchmark, report
 from fixtures.reporting import results as results_mod
 from fixtures.reporting.heartbeat import ROOT, Heartbeat, describe, merge, stalled_s
 from fixtures.reporting.watchdog import silence
+from fixtures.spec.record import Record
 
 
 class FakeTime:
@@ -73,8 +74,8 @@ def test_the_workers_heartbeats_merge_to_the_worst_with_its_process():
 
 
 def _document(heartbeat: dict | None) -> dict:
-    records = [{"nodeid": "t::a", "behaviour": "flags/x", "variant": "V", "outcome": "pass",
-                "duration": 1.0, "server": "V"}]
+    records = [Record.from_dict({"nodeid": "t::a", "behaviour": "flags/x", "variant": "V",
+                                 "transport": "http", "outcome": "pass", "duration": 1.0, "server": "V"})]
     return results_mod.run_document({"variants": ["V"], "fault": None}, {}, {"heartbeat": heartbeat},
                                     records)
 
@@ -104,7 +105,7 @@ def test_a_client_on_time_leaves_the_verdict_alone_but_its_lateness_is_reported(
 
 def test_the_workers_stall_reaches_the_merged_verdict():
     runs = {"gw0": _document(_beats(0.3, "t::a")), "gw1": _document(_beats(9.0, "t::c", 1))}
-    merged = results_mod.merge_runs(runs)
+    merged = results_mod.merge_runs(runs, {})
     assert merged["machine"]["heartbeat"]["worst_process"] == "gw1"
     assert merged["verdict"].endswith(" | client stalled 9.0 s (heartbeat)")
 

@@ -9,6 +9,7 @@ import pytest
 
 from fixtures.plugin import collection, items
 from fixtures.reporting import results
+from fixtures.spec.record import Record
 
 
 def report(when="call", outcome="passed", wasxfail=None):
@@ -62,7 +63,8 @@ def test_verdict_names_an_injected_fault():
 
 
 def _rec(nodeid, behaviour, outcome, rnd):
-    return {"nodeid": nodeid, "behaviour": behaviour, "outcome": outcome, "round": rnd}
+    return Record.from_dict({"nodeid": nodeid, "behaviour": behaviour, "variant": None, "transport": "http",
+                             "outcome": outcome, "round": rnd})
 
 
 def test_soak_summary_counts_failures_per_round_and_flaky_behaviours():
@@ -99,9 +101,10 @@ def test_behaviour_selection_by_id_prefix_and_layer():
 # -- a run that judged nothing is no pass (issue 22, hole 5) --------------------------------
 
 def _run_record(outcome: str, variant: str = "MRV1-eager", topology: str = "single",
-                message: str = "") -> dict:
-    return {"nodeid": f"t[{variant}-{topology}-{outcome}]", "behaviour": "area/x", "variant": variant,
-            "topology": topology, "outcome": outcome, "message": message}
+                message: str = "") -> Record:
+    return Record.from_dict({"nodeid": f"t[{variant}-{topology}-{outcome}]", "behaviour": "area/x",
+                             "variant": variant, "transport": "http", "topology": topology,
+                             "outcome": outcome, "message": message})
 
 
 def test_nothing_passed_is_not_a_pass():
@@ -134,8 +137,9 @@ def test_a_selected_variant_or_topology_that_never_ran_is_named_with_why():
 
 def test_merged_workers_say_incomplete_too():
     doc = {"catalog_sha256": "x", "variants": ["MRV1-eager", "MRV2-eager"], "topologies": ["single"],
-           "results": [_run_record("pass"), _run_record("skip", "MRV2-eager", message="no Triton")]}
-    merged = results.merge_runs({"gw0": doc})
+           "results": [r.as_dict() for r in (_run_record("pass"),
+                                             _run_record("skip", "MRV2-eager", message="no Triton"))]}
+    merged = results.merge_runs({"gw0": doc}, {})
     assert merged["verdict"].startswith("CONFORMANCE INCOMPLETE") and merged["incomplete"]
 
 
@@ -144,8 +148,9 @@ def test_a_variant_the_platform_cannot_run_is_no_gap():
     run of what the platform can run passes; a variant it could run and did not stays a gap."""
     doc = {"catalog_sha256": "x", "variants": ["MRV1-eager", "MRV2-eager"], "topologies": ["single"],
            "variants_off_platform": {"MRV2-eager": "Model Runner V2 requires Triton"},
-           "results": [_run_record("pass"), _run_record("skip", "MRV2-eager", message="no Triton")]}
-    merged = results.merge_runs({"gw0": doc})
+           "results": [r.as_dict() for r in (_run_record("pass"),
+                                             _run_record("skip", "MRV2-eager", message="no Triton"))]}
+    merged = results.merge_runs({"gw0": doc}, {})
     assert merged["verdict"].startswith("CONFORMANCE PASS") and merged["incomplete"] == []
     doc["variants_off_platform"] = {}
-    assert results.merge_runs({"gw0": doc})["verdict"].startswith("CONFORMANCE INCOMPLETE")
+    assert results.merge_runs({"gw0": doc}, {})["verdict"].startswith("CONFORMANCE INCOMPLETE")

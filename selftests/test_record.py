@@ -17,9 +17,9 @@ from fixtures.launching.config import build_config
 from fixtures.plugin import items
 from fixtures.plugin.state import RunState
 from fixtures.reporting import benchmark, report, results
-from fixtures.reporting.record import Instance, Record
 from fixtures.second_chances import SecondChance
 from fixtures.spec.catalog import load_catalog
+from fixtures.spec.record import Instance, Record, RecordError
 from selftests.test_import_rules import ROOT, tree_modules
 from sweep import matrix
 from thresholds import Measurement
@@ -47,6 +47,24 @@ def test_a_record_serialises_to_the_entry_the_readers_take():
     assert explored.as_dict()["findings_reached"] == ["a/b"]
 
 
+def test_a_stored_entry_reads_back_into_the_same_record():
+    params = ("MRV1", "eager", "LLM", "MP1", "dp2", "round2")
+    record = dataclasses.replace(FAILED, instance=dataclasses.replace(OFFLINE_DP2, params=params),
+                                 properties={"rss": [1, 2]}, findings_reached=("a/b",), explored={"steps": 3})
+    assert Record.from_dict(record.as_dict()) == record
+    assert Record.from_dict(FAILED.as_dict()).as_dict() == FAILED.as_dict()
+    # An entry of an older suite lacks what has a default today: the default.
+    older = {"nodeid": "t::a", "behaviour": "flags/x", "variant": None, "transport": "http"}
+    assert Record.from_dict(older) == Record("t::a", "flags/x", Instance(None, "http"))
+
+
+def test_a_stored_entry_without_a_required_field_names_it():
+    entry = FAILED.as_dict()
+    del entry["transport"]
+    with pytest.raises(RecordError, match=r"'conformance/a.py::t\[.*' lacks transport"):
+        Record.from_dict(entry)
+
+
 def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detection():
     passed = Record("conformance/b.py::t[MRV1-eager]", "flags/awake-baseline",
                     Instance("MRV1-eager", "http"), outcome="pass", duration=3.0, server="MRV1-eager")
@@ -55,7 +73,7 @@ def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detectio
              "fault": None, "target": {"vllm_version": "0.32.0"}}
     servers = results.server_stats([("MRV1-eager", 1.0, True), ("MRV1-eager/LLM-MP1/dp2", 0.5, False)],
                                    {"MRV1-eager": 1, "MRV1-eager/LLM-MP1/dp2": 1}, 4.5, 9.94)
-    doc = results.run_document(facts, servers, {"cores": 2}, [FAILED.as_dict(), passed.as_dict()])
+    doc = results.run_document(facts, servers, {"cores": 2}, [FAILED, passed])
     assert list(doc) == [*facts, "servers", "machine", "counts", "soak", "incomplete", "second_chances",
                          "second_chance_counts", "verdict", "results"]
     assert servers == {"starts": 2, "failed_starts": 1, "starts_per_config": {
@@ -68,8 +86,8 @@ def test_a_document_from_values_reads_in_the_report_benchmark_sweep_and_detectio
     assert "| flags/sleep-level | offline LLM-MP1 | dp2 | fail |" in report.render_markdown(doc)
     rows = {r.config: r for r in benchmark.summarize(doc).rows}
     assert rows["MRV1-eager/LLM-MP1/dp2"].alone and rows["MRV1-eager"].test_seconds == 2.0
-    assert matrix.cell_of(doc["results"][:1])["outcome"] == "fail"
-    clean = cases.judge(cases.Case("c", None, ("flags/awake-baseline",), ()), doc["results"][1:])
+    assert matrix.cell_of([FAILED])["outcome"] == "fail"
+    clean = cases.judge(cases.Case("c", None, ("flags/awake-baseline",), ()), [passed])
     assert clean.cells == {"flags/awake-baseline": cases.CLEAN}
 
 

@@ -16,6 +16,7 @@ from fixtures.launching.config import build_config
 from fixtures.reporting import report
 from fixtures.spec import certify
 from fixtures.spec.catalog import load_catalog
+from fixtures.spec.record import Record
 
 CATALOG = load_catalog()
 
@@ -33,7 +34,8 @@ def results_for(outcomes: dict[str, str] | None = None, **extra):
                             "engine": "LLM-MP1" if transport == "offline" else None,
                             "outcome": outcomes.get(bid, "pass"), "message": ""})
     records.append({"nodeid": "conformance/x.py::t[MRV2-eager]", "behaviour": "flags/awake-baseline",
-                    "variant": "MRV2-eager", "outcome": "skip", "message": "needs Triton"})
+                    "variant": "MRV2-eager", "transport": "http", "outcome": "skip",
+                    "message": "needs Triton"})
     base = {"certified": True, "profile": "0.32", "catalog_sha256": CATALOG.digest,
             "thresholds": {"file_sha256": "t" * 64, "overrides": {}}, "fault": None,
             "selection": {"behaviours": [], "layer": None}, "verdict": "CONFORMANCE PASS -- x",
@@ -48,7 +50,8 @@ def test_matrix_takes_the_worst_outcome_of_each_cell():
                {"behaviour": "a/x", "variant": "V", "outcome": "fail"},
                {"behaviour": "a/x", "variant": "W", "outcome": "skip"},
                {"behaviour": "t/y", "variant": "V", "outcome": "pass", "topology": "dp2"}]
-    rows, variants, cells = report.matrix(records)
+    rows, variants, cells = report.matrix([Record.from_dict({"nodeid": "t", "transport": "http"} | r)
+                                           for r in records])
     single, dp2 = ("a/x", "http", "single"), ("t/y", "http", "dp2")
     assert rows == [single, dp2] and variants == ["V", "W"]
     assert cells == {(single, "V"): "fail", (single, "W"): "skip", (dp2, "V"): "pass"}

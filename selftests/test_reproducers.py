@@ -27,6 +27,7 @@ from fixtures.reporting.issue_drafts import jargon
 from fixtures.reproducing.plan import Need, need_of, plan, reconcile, render_markdown, verdict
 from fixtures.spec.catalog import CatalogError, load_catalog
 from fixtures.spec.expectations import Expectation, Quote, load_expectations, parse_scope
+from fixtures.spec.record import Record
 from fixtures.spec.reproducers import (
     REPRODUCERS_DIR,
     expected_exit,
@@ -366,8 +367,9 @@ def test_a_reproducer_that_stops_where_the_test_passes_shows_the_fix() -> None:
         entry["verdict"], entry["ok"] = verdict(1, 0)
         return entry
 
-    suite = [{"behaviour": "a/fixed", "outcome": "finding-fixed"},
-             {"behaviour": "a/still", "outcome": "finding"}, {"behaviour": "a/still", "outcome": "skip"}]
+    suite = [Record.from_dict({"nodeid": "t", "variant": None, "transport": "http"} | r) for r in (
+        {"behaviour": "a/fixed", "outcome": "finding-fixed"},
+        {"behaviour": "a/still", "outcome": "finding"}, {"behaviour": "a/still", "outcome": "skip"})]
     fixed, still, alone = reconcile([record("a/fixed"), record("a/still"), record("a/alone")], suite)
     assert (fixed["verdict"], fixed["ok"]) == ("fixed in this release", True)
     assert (still["verdict"], still["ok"]) == ("stopped reproducing (the suite's test: finding)", False)

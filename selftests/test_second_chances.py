@@ -8,6 +8,7 @@ import pytest
 from fixtures.reporting import report
 from fixtures.reporting import results as results_mod
 from fixtures.second_chances import KINDS, SecondChance, phrase, tally
+from fixtures.spec.record import Record
 
 
 def test_a_second_chance_names_a_known_kind_and_a_reason():
@@ -26,12 +27,13 @@ def test_the_phrase_names_only_the_kinds_taken_in_order():
 
 
 def _record(nodeid: str, outcome: str = "pass", *kinds: str) -> dict:
-    return {"nodeid": nodeid, "behaviour": "flags/x", "variant": "V", "outcome": outcome,
+    return {"nodeid": nodeid, "behaviour": "flags/x", "variant": "V", "transport": "http", "outcome": outcome,
             "duration": 1.0, "second_chances": [{"kind": k, "reason": f"{k} because late"} for k in kinds]}
 
 
 def _document(records: list[dict]) -> dict:
-    return results_mod.run_document({"variants": ["V"], "fault": None}, {}, {}, records)
+    typed = [Record.from_dict(r) for r in records]
+    return results_mod.run_document({"variants": ["V"], "fault": None}, {}, {}, typed)
 
 
 def test_results_list_every_second_chance_with_its_test_and_the_verdict_counts_them():
@@ -56,7 +58,7 @@ def test_a_run_without_second_chances_says_nothing_of_them():
 def test_workers_second_chances_are_merged_into_the_run():
     runs = {"gw0": _document([_record("t::a", "pass", "voided")]),
             "gw1": _document([_record("t::b", "pass", "retried")])}
-    merged = results_mod.merge_runs(runs)
+    merged = results_mod.merge_runs(runs, {})
     assert [(c["nodeid"], c["kind"]) for c in merged["second_chances"]] == [("t::a", "voided"),
                                                                            ("t::b", "retried")]
     assert merged["verdict"].endswith(" | 1 retried, 1 voided")

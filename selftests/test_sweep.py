@@ -15,7 +15,7 @@ from sweep.matrix import ReleaseRun
 
 def rec(behaviour: str, outcome: str, message: str = "", nodeid: str | None = None) -> dict[str, Any]:
     return {"nodeid": nodeid or f"conformance/test_x.py::test[{behaviour}-{outcome}]", "behaviour": behaviour,
-            "outcome": outcome, "message": message}
+            "variant": None, "transport": "http", "outcome": outcome, "message": message}
 
 
 def doc(*records: dict[str, Any], version: str = "0.0.0") -> dict[str, Any]:

@@ -54,7 +54,8 @@ def test_groups_follow_the_launch_config():
 
 
 def _rec(nodeid, outcome, behaviour="x/a"):
-    return {"nodeid": nodeid, "behaviour": behaviour, "outcome": outcome, "round": 1, "message": ""}
+    return {"nodeid": nodeid, "behaviour": behaviour, "variant": None, "transport": "http",
+            "outcome": outcome, "round": 1, "message": ""}
 
 
 def _run(worker, records, starts, **over):
@@ -72,7 +73,7 @@ def test_merge_takes_each_instance_from_the_worker_that_ran_it():
     # Every worker registers every instance; it runs only its share.
     a = _run("gw0", [_rec("t1", "pass"), _rec("t2", "notrun"), _rec("t3", "notrun")], 1)
     b = _run("gw1", [_rec("t1", "notrun"), _rec("t2", "fail"), _rec("t3", "finding")], 2)
-    merged = results.merge_runs({"gw1": b, "gw0": a})
+    merged = results.merge_runs({"gw1": b, "gw0": a}, {})
     outcomes = {r["nodeid"]: r["outcome"] for r in merged["results"]}
     assert outcomes == {"t1": "pass", "t2": "fail", "t3": "finding"}
     assert merged["counts"]["pass"] == 1 and merged["counts"]["fail"] == 1 and merged["counts"]["notrun"] == 0
@@ -84,14 +85,14 @@ def test_merge_takes_each_instance_from_the_worker_that_ran_it():
 
 def test_an_instance_no_worker_ran_stays_not_run():
     merged = results.merge_runs({"gw0": _run("gw0", [_rec("t1", "notrun")], 0),
-                                 "gw1": _run("gw1", [_rec("t1", "notrun")], 0)})
+                                 "gw1": _run("gw1", [_rec("t1", "notrun")], 0)}, {})
     assert merged["counts"]["notrun"] == 1 and "CONFORMANCE FAIL" in merged["verdict"]
 
 
 def test_workers_that_disagree_on_the_target_never_make_a_pass():
     a = _run("gw0", [_rec("t1", "pass")], 1)
     b = _run("gw1", [_rec("t2", "pass")], 1, profile="0.33")
-    merged = results.merge_runs({"gw0": a, "gw1": b})
+    merged = results.merge_runs({"gw0": a, "gw1": b}, {})
     assert merged["merge_problems"] == ["gw1 disagrees on profile: '0.33' vs '0.32'"]
     assert "CONFORMANCE FAIL" in merged["verdict"]
 
@@ -101,14 +102,14 @@ def test_a_worker_that_ran_nothing_has_nothing_to_disagree_about():
     a = _run("gw0", [_rec("t1", "pass")], 1, model="/models/tiny")
     b = _run("gw1", [_rec("t1", "notrun"), _rec("t2", "skip")], 0, model="embedded")
     b["servers"]["instances_served"] = 0
-    merged = results.merge_runs({"gw0": a, "gw1": b})
+    merged = results.merge_runs({"gw0": a, "gw1": b}, {})
     assert not merged["merge_problems"] and merged["model"] == "/models/tiny"
     assert merged["verdict"].startswith("CONFORMANCE PASS")
 
 
 def test_workers_sort_numerically():
     runs = {f"gw{i}": _run(f"gw{i}", [_rec(f"t{i}", "pass")], 1) for i in (10, 2, 1)}
-    assert list(results.merge_runs(runs)["workers"]) == ["gw1", "gw2", "gw10"]
+    assert list(results.merge_runs(runs, {})["workers"]) == ["gw1", "gw2", "gw10"]
 
 
 def test_four_workers_on_a_fake_gpu_target_make_one_run(tmp_path):

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fixtures.spec.record import Record, records_of
+
 # Cell values beyond the suite's outcomes.
 NOT_APPLICABLE = "not-applicable"  # the target lacks the API the behaviour needs (a suite outcome)
 NOT_INSTALLABLE = "not-installable"  # no environment for this release on this machine
@@ -80,24 +82,24 @@ def rank(outcome: str) -> float:
     return RANK.get(outcome, _UNKNOWN_RANK)
 
 
-def cell_of(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def cell_of(records: Iterable[Record]) -> dict[str, Any]:
     """The worst outcome among one behaviour's instances on one release, with its message."""
-    worst: Mapping[str, Any] | None = None
+    worst: Record | None = None
     n = 0
     tally: dict[str, int] = {}
     records_seen = list(records)
     for record in records_seen:
         n += 1
-        out = normalise(record.get("outcome"))
+        out = normalise(record.outcome)
         tally[out] = tally.get(out, 0) + 1
-        if worst is None or rank(out) > rank(normalise(worst.get("outcome"))):
+        if worst is None or rank(out) > rank(normalise(worst.outcome)):
             worst = record
     if worst is None:
         return {"outcome": ABSENT, "instances": 0, "message": "", "outcomes": {}}
     causes = sorted({str(cause) for r in records_seen
-                     if (cause := (r.get("properties") or {}).get("root_cause"))})
-    return {"outcome": normalise(worst.get("outcome")), "instances": n,
-            "message": str(worst.get("message") or "")[:500], "nodeid": worst.get("nodeid"),
+                     if (cause := (r.properties or {}).get("root_cause"))})
+    return {"outcome": normalise(worst.outcome), "instances": n,
+            "message": (worst.message or "")[:500], "nodeid": worst.nodeid,
             "outcomes": tally, "root_causes": causes}
 
 
@@ -141,12 +143,12 @@ def build(runs: Iterable[ReleaseRun], behaviours: Iterable[str] = ()) -> dict[st
     names = [r.release for r in ordered]
     if len(set(names)) != len(names):
         raise ValueError(f"a release appears twice in the sweep: {names}")
-    by_release: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    by_release: dict[str, dict[str, list[Record]]] = {}
     ids: set[str] = set(behaviours)
     for run in ordered:
-        groups: dict[str, list[Mapping[str, Any]]] = {}
-        for record in (run.results or {}).get("results") or []:
-            bid = str(record.get("behaviour") or "(no behaviour)")
+        groups: dict[str, list[Record]] = {}
+        for record in records_of(run.results or {}):
+            bid = record.behaviour or "(no behaviour)"
             groups.setdefault(bid, []).append(record)
         by_release[run.release] = groups
         ids |= set(groups)

@@ -239,5 +239,6 @@ def test_the_embedded_model_is_found_in_the_cache_or_built_by_the_target_interpr
     assert built == tmp_path / "built"
     assert (tmp_path / "asked").read_text() == "-m fixtures.in_target.tiny_model --checkpoint b\n"
     builder.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
-    with pytest.raises(HarnessError, match=r"building the embedded model \(--lora-adapter\) failed:\nboom"):
+    asked = r"\(-m fixtures.in_target.tiny_model --lora-adapter\) failed:\nboom"
+    with pytest.raises(HarnessError, match=f"building the embedded model {asked}"):
         recipes.ensured_model(str(builder), "--lora-adapter")

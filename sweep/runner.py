@@ -52,8 +52,7 @@ def held(lock: Path | None) -> Iterator[None]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT the group first, so pytest finalises, then SIGTERM, then SIGKILL. Its leader waits
-    alone on servers in groups of their own while it finalises: it gets each step's whole grace."""
+    """SIGINT first, so pytest finalises (it may wait alone on its servers: each step's whole grace)."""
     steps = ((signal.SIGINT, GRACE_SECONDS), (signal.SIGTERM, 15.0), KILL)
     stop_process_group(proc, steps=steps, leader_alone=False)
 

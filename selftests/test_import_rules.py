@@ -33,7 +33,7 @@ RULES: dict[str, tuple[str, ...]] = {
     # Loaded by vLLM's own processes: nothing outside the installed package.
     "vllm_lifecycle": (),
     "thresholds": (),
-    "sweep": (*BASE,),
+    "sweep": (*BASE, "fixtures.launching.server"),
     # Runs each fault's cases on servers it launches, judged against the catalog.
     "detection": ("fixtures.axes", "fixtures.spec", "fixtures.launching", "vllm_lifecycle.faults"),
     # A test may import the spec, the judges, the readings of a live engine (the lifecycle

@@ -12,10 +12,12 @@ import pytest
 from fixtures.axes.offline_engines import BY_NAME
 from fixtures.axes.topologies import topology_named
 from fixtures.axes.variants import VARIANTS
-from fixtures.errors import ConfigError
+from fixtures.errors import ConfigError, HarnessError
+from fixtures.in_target.tiny_model import TinyModelSpec, checkpoint_b_spec, default_cache_dir
 from fixtures.launching import recipes
 from fixtures.launching.config import build_config
 from fixtures.launching.recipes import Placement
+from fixtures.launching.server import LaunchConfig
 from fixtures.launching.target import TargetInfo
 from fixtures.launching.workers import Worker
 from vllm_lifecycle.weight_transfer.sync_path import SyncPath
@@ -196,3 +198,47 @@ def test_the_offline_config_starts_the_host_entry(tmp_path):
     assert dict(tp2.env)["VLLM_CPU_OMP_THREADS_BIND"] == "0-1|2-3"
     with pytest.raises(ConfigError, match="topology api2 has several API servers; the Python API has none"):
         recipes.offline_topology_config(config, topology_named("api2"), suite(), target(), FOUR)
+
+
+def test_an_external_target_and_a_checkpoints_golden_keep_the_configs_they_had():
+    assert recipes.external_config(VARIANT, "org/m") == LaunchConfig(variant=VARIANT, model="org/m",
+                                                                     served_model_name="org/m")
+    base = recipes.base_config(VARIANT, suite(), target(), "/models/tiny", FOUR)
+    assert recipes.checkpoint_config(base, Path("/ck/b"), "B") == replace(base, model="/ck/b",
+                                                                          label="checkpoint-B")
+
+
+def test_a_reproducer_server_is_its_scripts_flags_over_the_cpu_defaults_of_its_cores(tmp_path):
+    model = Path(local_model(tmp_path))
+    one = recipes.reproducer_config(VARIANT, model, target(), [0, 1, 2, 3], 1, ("--x",), {"A": "b"}, False)
+    assert one == LaunchConfig(
+        variant=VARIANT, model=str(model), served_model_name="lifecycle-model", label="reproducer",
+        args=("--x",), env=(("A", "b"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+                            ("VLLM_CPU_KVCACHE_SPACE", "1"), ("VLLM_CPU_OMP_THREADS_BIND", "0-2")),
+        dev_mode=False)
+    dp2 = recipes.reproducer_config(VARIANT, model, target(), [0, 1, 2, 3], 2, ("--x",),
+                                    {"VLLM_SERVER_DEV_MODE": "1", "A": "b"}, True)
+    assert dp2.args == ("--data-parallel-size", "2", "--x") and dp2.dev_mode and dp2.isolation > 0
+    assert dp2.model == str(tmp_path / "tiny-moe-declared")
+    assert dict(dp2.env) == dict(one.env) | {"VLLM_CPU_OMP_THREADS_BIND": "0-1|2-3"}
+    assert recipes.reproducer_env(target("cuda"), 2, [0]) == {}
+    with pytest.raises(ConfigError, match="2 data-parallel engines need 2 CPU cores; 1 available"):
+        recipes.reproducer_config(VARIANT, model, target(), [0], 2, (), {}, False)
+
+
+def test_the_embedded_model_is_found_in_the_cache_or_built_by_the_target_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cached = default_cache_dir() / TinyModelSpec().folder_name
+    cached.mkdir(parents=True)
+    (cached / "config.json").write_text("{}")
+    assert recipes.ensured_model("no-such-python", spec=TinyModelSpec()) == cached  # nothing runs
+    builder = tmp_path / "python"
+    builder.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/asked\necho {tmp_path}/built\n')
+    builder.chmod(0o755)
+    built = recipes.ensured_model(str(builder), "--checkpoint", "b", spec=checkpoint_b_spec())
+    assert built == tmp_path / "built"
+    assert (tmp_path / "asked").read_text() == "-m fixtures.in_target.tiny_model --checkpoint b\n"
+    builder.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    asked = r"\(-m fixtures.in_target.tiny_model --lora-adapter\) failed:\nboom"
+    with pytest.raises(HarnessError, match=f"building the embedded model {asked}"):
+        recipes.ensured_model(str(builder), "--lora-adapter")

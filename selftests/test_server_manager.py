@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fixtures.errors import ServerStartError
-from fixtures.launching.server import LaunchConfig, group_members, stop_process_group
+from fixtures.launching.server import KILL, LaunchConfig, group_members, stop_process_group
 from selftests.conftest import fake_config
 
 
@@ -122,5 +122,25 @@ def test_a_leader_left_alone_is_killed_without_waiting_out_the_grace():
     proc = sigterm_ignoring_leader()
     began = time.monotonic()
     stop_process_group(proc, grace=30.0)
+    assert proc.poll() == -signal.SIGKILL
+    assert group_members(proc.pid) == [] and time.monotonic() - began < 10
+
+
+def test_a_group_stops_at_the_first_signal_of_its_steps_that_ends_it():
+    """The sweep's order: SIGINT first, so pytest finalises; the leader alone keeps the whole step."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    time.sleep(0.3)
+    stop_process_group(proc, steps=((signal.SIGINT, 30.0), KILL), leader_alone=False)
+    assert proc.poll() == -signal.SIGINT and group_members(proc.pid) == []
+    proc = sigterm_ignoring_leader()
+    began = time.monotonic()
+    stop_process_group(proc, steps=((signal.SIGTERM, 1.0), KILL), leader_alone=False)
+    assert proc.poll() == -signal.SIGKILL and time.monotonic() - began >= 1.0
+
+
+def test_a_reproducers_group_is_killed_at_once():
+    proc = sigterm_ignoring_leader()
+    began = time.monotonic()
+    stop_process_group(proc, steps=(KILL,))
     assert proc.poll() == -signal.SIGKILL
     assert group_members(proc.pid) == [] and time.monotonic() - began < 10

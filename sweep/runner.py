@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fixtures.launching.server import KILL, stop_process_group
+
 # After SIGINT pytest tears its fixtures down (servers stopped, results written): give it that long.
 GRACE_SECONDS = 60.0
 
@@ -50,15 +52,9 @@ def held(lock: Path | None) -> Iterator[None]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT the group (pytest finalises), then SIGTERM, then SIGKILL."""
-    for sig, wait in ((signal.SIGINT, GRACE_SECONDS), (signal.SIGTERM, 15.0), (signal.SIGKILL, 15.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGINT first, so pytest finalises (it may wait alone on its servers: each step's whole grace)."""
+    steps = ((signal.SIGINT, GRACE_SECONDS), (signal.SIGTERM, 15.0), KILL)
+    stop_process_group(proc, steps=steps, leader_alone=False)
 
 
 def _results(report_dir: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -82,14 +82,22 @@ def test_transports_are_checked_one_test_each():
     declared = {"t.py::a": ["area/thing-one"], "t.py::b": ["area/thing-two"],
                 "t.py::b_offline": ["area/thing-two"]}
     problems = coverage_problems(catalog, declared, complete=True,
-                                 transports={"t.py::b_offline": "offline"})
+                                 transports={"t.py::b_offline": {"offline"}})
     assert "t.py::b_offline: drives 'area/thing-two' over offline, which the catalog does not " \
            "declare for it (transports: http)" in problems
     assert "catalog behaviour 'area/thing-one' has no offline test" in problems
     fine = coverage_problems(catalog, {"t.py::a": ["area/thing-one"], "t.py::a_off": ["area/thing-one"],
                                        "t.py::b": ["area/thing-two"]},
-                             complete=True, transports={"t.py::a_off": "offline"})
+                             complete=True, transports={"t.py::a_off": {"offline"}})
     assert fine == []
+    # A protocol test drives every transport of its behaviour, and claims each.
+    both = coverage_problems(catalog, {"t.py::a": ["area/thing-one"], "t.py::b": ["area/thing-two"]},
+                             complete=True, transports={"t.py::a": {"http", "offline"}})
+    assert both == []
+    twice = coverage_problems(catalog, {"t.py::a": ["area/thing-one"], "t.py::a_off": ["area/thing-one"],
+                                        "t.py::b": ["area/thing-two"]}, complete=True,
+                              transports={"t.py::a": {"http", "offline"}, "t.py::a_off": {"offline"}})
+    assert twice == ["t.py::a_off: behaviour 'area/thing-one' over offline is already tested by t.py::a"]
 
 
 @pytest.mark.parametrize("bad", ["transports: []", "transports: [carrier-pigeon]",

@@ -25,21 +25,26 @@ RULES: dict[str, tuple[str, ...]] = {
     "fixtures.reporting": (*BASE,),
     "fixtures.launching": (*BASE, "fixtures.in_target", "vllm_lifecycle", "thresholds"),
     "fixtures.observing": (*BASE, "fixtures.launching", "fixtures.in_target", "vllm_lifecycle"),
-    "fixtures.judging": (*BASE, "fixtures.observing", "fixtures.launching", "thresholds"),
+    # The lifecycle protocol: parts a test speaks, thin over the observing clients.
+    "fixtures.protocol": (*BASE, "fixtures.observing"),
+    "fixtures.judging": (*BASE, "fixtures.protocol", "fixtures.observing", "fixtures.launching",
+                         "thresholds"),
     # Runs the reproducers against servers it starts: a command beside the pytest layer.
     "fixtures.reproducing": (*BASE, "fixtures.in_target", "fixtures.launching", "fixtures.reporting"),
     "fixtures.plugin": (*BASE, "fixtures.in_target", "fixtures.launching", "fixtures.observing",
-                        "fixtures.judging", "fixtures.reporting", "vllm_lifecycle", "thresholds"),
+                        "fixtures.protocol", "fixtures.judging", "fixtures.reporting", "vllm_lifecycle",
+                        "thresholds"),
     # Loaded by vLLM's own processes: nothing outside the installed package.
     "vllm_lifecycle": (),
     "thresholds": (),
     "sweep": (*BASE, "fixtures.launching.server"),
     # Runs each fault's cases on servers it launches, judged against the catalog.
     "detection": ("fixtures.axes", "fixtures.spec", "fixtures.launching", "vllm_lifecycle.faults"),
-    # A test may import the spec, the judges, the readings of a live engine (the lifecycle
-    # protocol-to-be), the limits and the base's errors and second chances.
-    "conformance": ("fixtures.errors", "fixtures.second_chances", "fixtures.spec", "fixtures.observing",
-                    "fixtures.judging", "thresholds",
+    # A test may import the spec, the judges, the lifecycle protocol, the readings of a live
+    # engine (until the protocol takes them over), the limits and the base's errors and second
+    # chances.
+    "conformance": ("fixtures.errors", "fixtures.second_chances", "fixtures.spec", "fixtures.protocol",
+                    "fixtures.observing", "fixtures.judging", "thresholds",
                     # Reached past that today, until the protocol takes them over.
                     "fixtures.launching.environments", "fixtures.launching.external",
                     "fixtures.launching.recipes", "fixtures.launching.server",
@@ -126,6 +131,8 @@ def test_the_rule_refuses_an_import_against_it(tmp_path: Path) -> None:
     assert allowed("fixtures.plugin.servers", "fixtures.launching.server")
     assert allowed("fixtures.judging.judges", "fixtures.judging.delivery")
     assert not allowed("conformance.flags.test_sleep_flags", "fixtures.plugin.servers")
+    assert allowed("conformance.flags.test_sleep_flags", "fixtures.protocol.parts")
+    assert not allowed("fixtures.protocol.parts", "fixtures.judging.judges")
 
 
 def test_a_module_without_a_rule_is_refused() -> None:

@@ -165,3 +165,7 @@ def test_an_item_is_read_once_into_its_instance():
     assert items.instance(item) is found  # type: ignore[arg-type]
     plain = SimpleNamespace(callspec=None, fixturenames=("engine",), stash={})
     assert items.instance(plain) == Instance(None, "http")  # type: ignore[arg-type]
+    # A protocol test's HTTP instance: the offline-engine parameter is None.
+    spec = SimpleNamespace(id="MRV1-eager-http", params={"variant": variant, "offline_engine": None})
+    over_http = SimpleNamespace(callspec=spec, fixturenames=("lifecycle", "offline_engine"), stash={})
+    assert items.instance(over_http).transport == "http"  # type: ignore[arg-type]

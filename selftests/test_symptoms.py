@@ -19,12 +19,13 @@ from fixtures.judging import custody, delivery, judges, with_work
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
 from fixtures.judging.assertions import HoldSample, hold_problems
-from fixtures.judging.offline_judges import flag_problems, return_problems
+from fixtures.judging.protocol_judges import answer_problems, state_problems
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.observing.offline import Called
 from fixtures.observing.sync_state import Seen, StateSnapshot
 from fixtures.observing.weight_sync import WeightCall
+from fixtures.protocol.parts import Answer, State
 from thresholds import judges as measured
 from thresholds import load_limits
 from vllm_lifecycle.faults.registry import FAULTS
@@ -203,10 +204,13 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("route-refusal-aborts", "misuse/invalid-mode"): [streamed_then_aborted()],
     ("route-refusal-aborts", "misuse/invalid-mode-while-paused"): WORK_HELD_ENDED,
     ("partial-wake-resumes", "flags/partial-wake"): [
-        state_is("after waking only weights", asleep(1), StateView(True, False, SLEEP_GAUGE[1])),
-        # conformance/flags/test_sleep_flags_offline.py
-        *flag_problems({"is_sleeping": True, "is_paused": False}, True, "after waking only weights"),
-        *return_problems(Called("wake_up", True, seconds=0.01), False)],
+        # conformance/flags/test_sleep_flags.py, over HTTP and through the Python API
+        *state_problems(State({"is_sleeping": True, "is_paused": False}, SLEEP_GAUGE[1], True), True,
+                        SLEEP_GAUGE[1], "after waking only weights"),
+        *state_problems(State({"is_sleeping": True, "is_paused": False}, None, False), True,
+                        SLEEP_GAUGE[1], "after waking only weights"),
+        *answer_problems(Answer("wake_up", {"tags": ["weights"]}, Called("wake_up", True, seconds=0.01)),
+                         awake=False)],
     ("partial-wake-resumes", "gating/partial-wake-holds-requests"): [
         held_during_window("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
         held_answered_at_once("only 'weights' awake", RAN_IN_FULL),

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 
 from fixtures.errors import HarnessError
-from fixtures.judging import golden
 from fixtures.judging.assertions import HoldSample, held, hold_problems, watch_hold
 from fixtures.judging.delivery import first_difference
 from fixtures.observing import device, metrics
@@ -27,6 +26,7 @@ from fixtures.observing.engine import (
     hold_window,
     is_lifecycle_call,
 )
+from fixtures.protocol import output as golden
 
 # -- the hold window ---------------------------------------------------------------------
 

@@ -63,23 +63,6 @@ def test_release_refusal_names_the_missing_precondition():
     assert wrong and wrong[0].startswith("answered 500 (a server error) without naming 'completed pause'")
 
 
-# -- flags/release-kv-cache -------------------------------------------------------------------
-
-def test_release_after_pause_is_judged_per_platform():
-    release = load("flags/test_release_kv_cache.py")
-    released = reply(200, {"status": "kv_cache_released"})
-    cpu_refusal = reply(500, {"error": {"message": "Call to release_kv_cache_memory method failed: "
-                                        "Selective discard is not supported on CPU."}})
-    problems, state = release.release_problems(released, "cuda")
-    assert problems == [] and state.gauge == SLEEP_GAUGE[0] and state.is_sleeping and state.is_paused
-    problems, state = release.release_problems(cpu_refusal, "cpu")
-    assert problems == [] and state.gauge == AWAKE_GAUGE and state.is_sleeping and state.is_paused
-    still_refused, _ = release.release_problems(cpu_refusal, "cuda")
-    assert still_refused[0].startswith("expected 200 {'status': 'kv_cache_released'}")
-    other_error, _ = release.release_problems(reply(500, {"error": {"message": "boom"}}), "cpu")
-    assert other_error[0].startswith("expected the CPU refusal 'Selective discard is not supported'")
-
-
 # -- custody/abort-held-request ---------------------------------------------------------------
 
 def test_aborted_held_request_must_end_unrun():

@@ -1,18 +1,14 @@
-"""The judges of custody/async-late-arrival, misuse/release-kv-needs-pause and
-golden/after-kv-release on hand-made observations: each passes the engine that keeps the
-rule and fails, with its message, each way of breaking it."""
+"""The judges of custody/async-late-arrival and misuse/release-kv-needs-pause on hand-made
+observations: each passes the engine that keeps the rule and fails, with its message, each way
+of breaking it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from fixtures.judging.offline_judges import (
-    KvRelease,
     LateArrival,
     UnpausedRelease,
-    kv_release_problems,
     late_arrival_problems,
     unpaused_release_problems,
 )
@@ -145,70 +141,3 @@ def test_unpaused_release_fails_on_the_wrong_refusal_or_changed_output():
                            "completed pause'")
     assert problems[1].startswith("a request after the refused release: final output: 4 ids, expected 4; "
                                   "first difference at position 2")
-
-
-# -- golden/after-kv-release ------------------------------------------------------------------
-
-ASLEEP = {"is_sleeping": True, "is_paused": True}
-CPU_REFUSAL = raised("release_kv_cache_memory", "RuntimeError",
-                     "Worker failed with error 'Selective discard is not supported on CPU.', please "
-                     "check the stack trace above for the root cause")
-
-
-def release(platform: str = "gpu", **changes: Any) -> KvRelease:
-    base: dict[str, Any] = dict(
-        platform=platform, paused=ok("pause_generation"), released=ok("release_kv_cache_memory"),
-        flags_released=ASLEEP, window_s=3.0, woke=ok("wake_up", True), flags_woken=AWAKE,
-        held_outputs=deltas(REF, "awake"), fresh_outputs=[out(REF, True)], reference=REF)
-    base |= changes
-    return KvRelease(**base)
-
-
-PAUSE = "pause_generation(mode='keep')"
-
-
-def test_kv_release_passes_released_then_woken_with_the_same_output():
-    assert kv_release_problems(release(), PAUSE) == []
-
-
-def test_kv_release_on_cpu_passes_only_with_the_selective_discard_refusal():
-    assert kv_release_problems(release("cpu", released=CPU_REFUSAL), PAUSE) == []
-    elsewhere = kv_release_problems(release("gpu", released=CPU_REFUSAL), PAUSE)
-    assert elsewhere == [f"{CPU_REFUSAL.describe()} after {PAUSE}; expected it to return"]
-    other = raised("release_kv_cache_memory", "RuntimeError",
-                   "release_kv_cache_memory() requires a completed pause first")
-    assert kv_release_problems(release("cpu", released=other), PAUSE) == [
-        f"{other.describe()} after {PAUSE}; expected it to return (or, on CPU, to raise "
-        "'Selective discard is not supported on CPU')"]
-
-
-def test_kv_release_fails_when_a_request_runs_on_released_memory():
-    early = [out(REF[:2], phase="released")]
-    problems = kv_release_problems(release(progress_released=2, outputs_released=early), PAUSE)
-    assert problems == ["a request submitted after the release ran before the kv_cache wake: 2 tokens "
-                        "processed, 1 outputs, 2 ids, last finished=False reason=None delivered "
-                        "within 3.0 s"]
-
-
-def test_kv_release_fails_on_flags_wake_and_output():
-    problems = kv_release_problems(release(
-        flags_released={"is_sleeping": False, "is_paused": True}, woke=ok("wake_up", False),
-        flags_woken=ASLEEP, held_outputs=[], held_error=None, fresh_outputs=None), PAUSE)
-    assert problems == [
-        f"after {PAUSE} and release_kv_cache_memory(): expected is_sleeping, is_paused True; "
-        "observed {'is_sleeping': False, 'is_paused': True}",
-        "wake_up() returned False (0.00 s); expected wake_up(tags=['kv_cache']) to return True",
-        "after wake_up(tags=['kv_cache']): expected is_sleeping, is_paused False; observed "
-        "{'is_sleeping': True, 'is_paused': True}",
-        "the request held over the release: nothing was delivered",
-        "no fresh request was run after the wake (the engine was not awake)"]
-    drift = kv_release_problems(release(fresh_outputs=[out([5, 6, 7, 9], True)]), PAUSE)
-    assert drift == ["a fresh request after the wake: final output: 4 ids, expected 4; first "
-                     "difference at position 3"]
-
-
-@pytest.mark.parametrize("label", ["sleep(level=0)", PAUSE])
-def test_kv_release_without_the_pause_reports_the_pause(label):
-    missing = raised("pause_generation", "AttributeError", "'LLM' object has no attribute 'pause_generation'")
-    assert kv_release_problems(release(paused=missing, released=None), label) == [
-        f"{missing.describe()}; expected {label} to complete (the release needs it)"]

@@ -355,7 +355,7 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
                    "1200 tokens: the request ran to its end, not cut by abort",
                    *wj.old_prefix_problems([1, 2, 9, 9], [1, 2, 3, 4],
                                            "the request the abort pause cut")])],
-    # conformance/weights/test_version_spans_offline.py: the held request (AsyncLLM), then
+    # conformance/weights/test_version_spans.py through the Python API: the held request (AsyncLLM), then
     # the request after the sync (every engine); the engine started on "default".
     ("weights-version-label-frozen", "weights/version-spans"): [
         "; ".join(wj.span_problems([["default", 0, 600]], 600, ["default", "spans-B"], "held")),
@@ -379,12 +379,12 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
     ("weights-update-counted-twice", "weights/operation-metrics"): wj.operation_count_problems(
         {"update": 4.0}, {"init": 1.0, "start": 1.0, "update": 12.0, "finish": 1.0},
         {"init": 1, "start": 1, "update": 4, "finish": 1}),
-    # conformance/weights/test_version_spans.py: the held request's spans (the version before the
+    # conformance/weights/test_version_spans.py over HTTP: the held request's spans (the version before the
     # sync is whatever an earlier test committed)
     ("weights-held-span-keeps-label", "weights/version-spans"): wj.span_problems(
-        [["checker-A", 0, 600]], 600, ["checker-A", "spans-http-B"],
+        [["checker-A", 0, 600]], 600, ["checker-A", "spans-B"],
         "a request held by a keep pause across the sync (212 tokens at the pause)"),
-    # conformance/weights/test_sync_leaves_state.py and its offline twin: "<state>: " and the
+    # conformance/weights/test_sync_leaves_state.py over both transports: "<state>: " and the
     # problems joined; over HTTP paused and asleep, offline AsyncLLM paused and LLM asleep
     # (is_sleeping() alone: only the late arrivals show it).
     ("weights-finish-resumes", "weights/sync-leaves-state"): [

@@ -12,11 +12,15 @@ import pytest
 from fixtures.errors import HarnessError
 from fixtures.judging import golden
 from fixtures.judging.weight_judges import serves_problems
+from fixtures.launching.environments import WORKER_EXTENSION
 from fixtures.launching.server import ServerManager
 from fixtures.observing.engine import Engine
 from fixtures.observing.offline import OfflineClient
 from fixtures.observing.weight_sync import Checkpoint, OfflineWeights, WeightClient, outputs
 from fixtures.plugin.state import RunState
+from fixtures.protocol.parts import Lifecycle
+from fixtures.protocol.weights import HttpWeights, PythonApiWeights, WeightsPart
+from fixtures.spec.profiles import PROFILES
 
 RESTORE_VERSION = "checkpoint-A"
 
@@ -107,3 +111,20 @@ def topology_offline_weights(topology_offline: OfflineClient, topology: Any,
                              run_state: RunState, request: pytest.FixtureRequest) -> Iterator[OfflineWeights]:
     """The multi-engine offline host's weight methods; A put back on every engine after."""
     yield from _offline_weights(topology_offline, topology.engines, checkpoints, run_state, request)
+
+
+@pytest.fixture
+def weight_sync(lifecycle: Lifecycle, run_state: RunState, request: pytest.FixtureRequest) -> WeightsPart:
+    """The weights part (fixtures/protocol/weights.py) over the test's transport, every engine
+    on checkpoint A before and after the test (the fixtures above)."""
+    spread = "topology" in request.fixturenames
+    if lifecycle.transport == "http":
+        engine = request.getfixturevalue("topology_engine" if spread else "engine")
+        client = request.getfixturevalue("topology_weights" if spread else "weights")
+        return HttpWeights(engine, client, run_state.config.python,
+                           WORKER_EXTENSION in engine.server.config.args, golden.HTTP_PROMPT, golden.TOKENS,
+                           PROFILES[engine.profile].sleep_requires_pause,
+                           request.getfixturevalue("topology").workers if spread else 1)
+    offline = request.getfixturevalue("topology_offline" if spread else "offline")
+    weights = request.getfixturevalue("topology_offline_weights" if spread else "offline_weights")
+    return PythonApiWeights(offline, weights, golden.HTTP_PROMPT, golden.TOKENS)

@@ -1,43 +1,50 @@
-"""A sync lands: after a session pushing checkpoint B the engine serves B's golden output, and
-pushing A back restores A's; the same through reload_weights from another weights_path and
-through a worker extension's in-place reload reached by collective_rpc (the RL frameworks'
-path today), and through vLLM's own trainer side (ipc; GPU targets only)."""
+"""A sync lands: after a sync of checkpoint B (under a keep pause where the transport has one)
+the engine serves B's golden output, and a sync of A back restores A's; over HTTP the same
+through reload_weights from another weights_path, through a worker extension's in-place reload
+reached by collective_rpc (the RL frameworks' path today), and through vLLM's own trainer side
+(ipc; GPU targets only). Where the sync commits a version, it moves at finish, not before, and
+by update_weight_version."""
 
 import pytest
 
-from fixtures.judging.assertions import reply_is
-from fixtures.judging.assertions import serves as assert_serves
-from fixtures.launching.environments import WORKER_EXTENSION
-from fixtures.observing.weight_sync import vllm_trainer_client
+from fixtures.judging.protocol_judges import answer_problems
+from fixtures.judging.weight_judges import serves_problems, version_problems
+from fixtures.protocol.capabilities import PAUSE
+from fixtures.protocol.weights import SESSION, SYNC_PATHS
 
 
-def sync(engine, weights, path: str, checkpoint) -> None:
-    """While paused: the trainer's sync (the suite's whole session, its version the checkpoint's
-    label, or a user's --lifecycle-weight-sync; vLLM's own trainer side), or a reload."""
-    reply_is(engine.control.pause(mode="keep"), 200, {"status": "paused"})
-    if path in ("session", "vllm-trainer"):
-        weights.sync(checkpoint, checkpoint.label)
-    elif path == "worker-extension":
-        reload = weights.extension_load(checkpoint, "lifecycle_reload_tensors")
-        assert reload.status == 200, (
-            f"collective_rpc lifecycle_reload_tensors of {checkpoint.label} failed: {reload.describe()}")
-    else:
-        reload = weights.reload_from(checkpoint)
-        assert reload.status == 200, (
-            f"collective_rpc reload_weights from {checkpoint.label} failed: {reload.describe()}")
-    reply_is(engine.control.resume(), 200, {"status": "resumed"})
+def land(lifecycle, weights, path, checkpoint, version, before_finish=None) -> list[str]:
+    """One sync, held by a keep pause (LLM has none in 0.32/0.33: its caller owns the loop)."""
+    held = PAUSE not in lifecycle.missing
+    problems = answer_problems(lifecycle.control.pause("keep")) if held else []
+    weights.load(path, checkpoint, version, before_finish=before_finish)
+    return problems + (answer_problems(lifecycle.control.resume()) if held else [])
 
 
 @pytest.mark.behaviour("weights/sync-lands")
-@pytest.mark.parametrize("path", ["session", "reload-from-path", "worker-extension", "vllm-trainer"])
-def test_sync_lands(goldens, checkpoints, engine, weights, path, run_state):
-    if path == "vllm-trainer":  # a GPU target: vLLM's ipc trainer; elsewhere a skip naming why
-        weights = vllm_trainer_client(engine, run_state.config.python, 1)
-    if path == "worker-extension" and WORKER_EXTENSION not in engine.server.config.args:
-        pytest.skip(f"the server runs another --worker-extension-cls (--lifecycle-weight-sync "
-                    f"{weights.path.spec if weights.path else ''}), not the suite's {WORKER_EXTENSION}")
-    how = f"{path} ({weights.path.spec})" if path == "session" and weights.path else path
-    sync(engine, weights, path, checkpoints["B"])
-    assert_serves(engine, 1, "B", goldens, f"after the {how} sync of B")
-    sync(engine, weights, path, checkpoints["A"])
-    assert_serves(engine, 1, "A", goldens, f"after the {how} sync of A back")
+@pytest.mark.parametrize("path", SYNC_PATHS)
+def test_sync_lands(goldens, checkpoints, lifecycle, weight_sync, path):
+    w = weight_sync
+    w.require(path)
+    how = w.how if path == SESSION else path
+    versioned = path == SESSION and w.commits_versions  # a user's sync path need not set one
+
+    def versions(expected: str, step: str, when: str = "") -> list[str]:
+        return version_problems({f"the weight version{when}": w.version()}, expected, step)
+
+    problems = land(lifecycle, w, path, checkpoints["B"], "lands-B")
+    problems += serves_problems(w.outputs(), "B", goldens, f"after the {how} sync of B")
+    problems += versions("lands-B", "after the sync of B") if versioned else []
+    assert not problems, "; ".join(problems)
+    # Start and the chunks commit nothing: the version moves at finish, or by update_weight_version.
+    uncommitted: list[str] = []
+    problems = land(lifecycle, w, path, checkpoints["A"], "lands-A",
+                    (lambda: uncommitted.append(w.version())) if versioned else None)
+    problems += serves_problems(w.outputs(), "A", goldens, f"after the {how} sync of A back")
+    if versioned:
+        problems += version_problems({"the weight version before finish": uncommitted[0]}, "lands-B",
+                                     "every chunk of A loaded, finish not yet called")
+        problems += versions("lands-A", "after the sync of A back")
+        w.set_version("lands-set")
+        problems += versions("lands-set", "after update_weight_version('lands-set')")
+    assert not problems, "; ".join(problems)

@@ -194,7 +194,7 @@ STALE_PREFIX_REUSED = r"were served from a prefix cache the path clears"
 # A request an abort pause should have cut ran on across the sync.
 RAN_ON_AFTER_ABORT = r"ran on after the abort, under other weights"
 # Tokens sampled after the sync labelled only with the engine's first version
-# (conformance/weights/test_version_spans_offline.py commits "spans-B").
+# (conformance/weights/test_version_spans.py commits "spans-B").
 SPANS_KEEP_FIRST_LABEL = r"the spans are labelled \['default'\], expected \[('[^']*', )?'spans-B'\]"
 # A release the engine refused went unobserved (conformance/metrics/test_sleep_ops.py).
 REFUSED_RELEASE_UNCOUNTED = (r"after a /release_kv_cache_memory the engine refused: expected observation "
@@ -227,14 +227,14 @@ FRONTEND_VERSION_STALE = (r"after the session: API server pid \d+ reports weight
 CHECKER_BLIND = r"after syncing checkpoint B the compare against A's checksums reports \{'match': True"
 UPDATES_COUNTED_TWICE = (r"operation 'update': the histogram counted (\d+) new observation\(s\), "
                          r"expected \d+ \(one per accepted call\)")
-# The request held across the HTTP sync keeps only the old label (test_version_spans.py).
+# The request held across the HTTP sync keeps only the old label (test_version_spans.py, http).
 HELD_SPAN_KEEPS_OLD_LABEL = (r"a request held by a keep pause across the sync \(\d+ tokens at the pause\): "
-                             r"the spans are labelled \['[^']*'\], expected \['[^']*', 'spans-http-B'\]")
+                             r"the spans are labelled \['[^']*'\], expected \['[^']*', 'spans-B'\]")
 
 ABORT_LANDED_LATE = (r"the request running at /pause\?mode=abort \(answered in [\d.]+ s\).*the request "
                      r"ran to its end, not cut by abort")
 
-# A session call changed the pause it does not own (conformance/weights/test_sync_leaves_state*.py,
+# A session call changed the pause it does not own (conformance/weights/test_sync_leaves_state.py,
 # weight_judges.side_effect_problems): finish flipped is_paused, or let a held request or a late
 # arrival run, or a request sent after it ran where one sent before it waited.
 FINISH_RESUMED = (r"finish_weight_update \(version [^)]*\) (changed (/is_paused|is_paused\(\)): True -> False"

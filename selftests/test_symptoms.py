@@ -18,7 +18,7 @@ from conformance.metrics import test_sleep_ops as sleep_ops
 from fixtures.judging import custody, delivery, judges, with_work
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
-from fixtures.judging.assertions import HoldSample, hold_problems
+from fixtures.judging.assertions import Hold, HoldSample, held_problems, hold_problems
 from fixtures.judging.protocol_judges import answer_problems, state_problems
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
@@ -216,12 +216,12 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         held_answered_at_once("only 'weights' awake", RAN_IN_FULL),
         held_on_both_engines("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
         # through the Python API, on one engine and on dp2: one look, what the frontend processed
-        "only 'weights' awake: " + "; ".join(hold_problems([HoldSample(0.4, False, 3, None, 12)], 3.0))
-        + " (window sized for 32 tokens at 40 tokens/s); observed held: 3 outputs",
-        "only 'weights' awake: engine 0: " + "; ".join(hold_problems([HoldSample(0.4, False, 0, None, 2)], 3.0))
-        + "; engine 1: " + "; ".join(hold_problems([HoldSample(0.4, True, 12, None, 32)], 3.0))
-        + " (window sized for 32 tokens at 40 tokens/s); observed engine 0: held-0: no output | "
-          "engine 1: held-1: 12 outputs"],
+        *held_problems(Hold({None: [HoldSample(0.4, False, 3, None, 12)]}, 3.0, "w",
+                            {None: "held: 3 outputs"}), "only 'weights' awake"),
+        *held_problems(Hold({0: [HoldSample(0.4, False, 0, None, 2)],
+                             1: [HoldSample(0.4, True, 12, None, 32)]},
+                            3.0, "w", {0: "held-0: no output", 1: "held-1: 12 outputs"}),
+                       "only 'weights' awake")],
     ("keep-aborts", "custody/pause-in-flight"): [
         "/pause?mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("keep-aborts", "custody/sleep-in-flight"): [
@@ -489,8 +489,9 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         "engine 1: no end to the request within 120 s of the full wake ('kv_cache' after "
         "'weights'); observed held-1: 0 outputs in phases []; no output",
         held_never_accepted("only 'weights' awake", gen(None, None, ended=False)),
-        *answer_problems(Answer("wake_up", {"tags": ["weights"]}, Reply(
-            "POST", "/wake_up?tags=weights", 200, {"status": "awake", "tags": ["weights"]}, 0.01)), awake=False)],
+        *answer_problems(Answer("wake_up", {"tags": ["weights"]},
+                                Reply("POST", "/wake_up?tags=weights", 200, {"status": "awake"}, 0.01)),
+                         awake=False)],
     "flags/sleep-level": [
         state_is("after /sleep?level=1", asleep(1), AWAKE),  # the sleep did not happen at all
         state_is("after /sleep?level=2", asleep(2), StateView(True, False, SLEEP_GAUGE[2])),

@@ -18,13 +18,14 @@ from conformance.metrics import test_sleep_ops as sleep_ops
 from fixtures.judging import custody, delivery, judges, with_work
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
-from fixtures.judging.assertions import Hold, HoldSample, held_problems, hold_problems
+from fixtures.judging.assertions import held_problems, hold_problems
 from fixtures.judging.protocol_judges import answer_problems, state_problems
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.observing.offline import Called
 from fixtures.observing.sync_state import Seen, StateSnapshot
 from fixtures.observing.weight_sync import WeightCall
+from fixtures.protocol.generation import Hold, HoldSample
 from fixtures.protocol.parts import Answer, State
 from thresholds import judges as measured
 from thresholds import load_limits

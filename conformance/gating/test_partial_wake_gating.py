@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from fixtures.judging.assertions import held_problems, where
+from fixtures.judging.assertions import held_problems
 from fixtures.judging.custody import completed_problems
 from fixtures.judging.protocol_judges import answer_problems
+from fixtures.protocol.generation import where
 from fixtures.protocol.parts import Answer
 
 MAX_TOKENS = 32

@@ -21,7 +21,8 @@ def test_each_python_api_engine_declares_what_it_lacks():
 
 
 def test_a_missing_capability_skips_with_the_transports_reason():
-    lifecycle = Lifecycle("offline", None, None, {PAUSE: "no pause here"}, output=None)  # type: ignore[arg-type]
+    lifecycle = Lifecycle("offline", None, None, {PAUSE: "no pause here"},  # type: ignore[arg-type]
+                          output=None, generate=None)  # type: ignore[arg-type]
     lifecycle.require(GAUGE)
     with pytest.raises(pytest.skip.Exception, match="offline lacks pause: no pause here"):
         lifecycle.require(PAUSE)

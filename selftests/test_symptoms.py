@@ -18,13 +18,14 @@ from conformance.metrics import test_sleep_ops as sleep_ops
 from fixtures.judging import custody, delivery, judges, with_work
 from fixtures.judging import topology_judges as tj
 from fixtures.judging import weight_judges as wj
-from fixtures.judging.assertions import HoldSample, hold_problems
+from fixtures.judging.assertions import held_problems, hold_problems
 from fixtures.judging.protocol_judges import answer_problems, state_problems
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
 from fixtures.observing.offline import Called
 from fixtures.observing.sync_state import Seen, StateSnapshot
 from fixtures.observing.weight_sync import WeightCall
+from fixtures.protocol.generation import Hold, HoldSample
 from fixtures.protocol.parts import Answer, State
 from thresholds import judges as measured
 from thresholds import load_limits
@@ -215,12 +216,13 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
         held_during_window("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
         held_answered_at_once("only 'weights' awake", RAN_IN_FULL),
         held_on_both_engines("only 'weights' awake", RAN_SAMPLES, RAN_IN_FULL),
-        # conformance/gating/test_partial_wake_gating_offline.py, on one engine and on dp2
-        "the request started while only weights was awake (12 tokens processed, 3 outputs "
-        "delivered); observed held: 12 outputs",
-        "engine 0: the request started while only weights was awake (12 tokens processed, 3 "
-        "outputs delivered); engine 1: the request started while only weights was awake (9 tokens "
-        "processed, 2 outputs delivered); observed held-0: 12 outputs | held-1: 12 outputs"],
+        # through the Python API, on one engine and on dp2: one look, what the frontend processed
+        *held_problems(Hold({None: [HoldSample(0.4, False, 3, None, 12)]}, 3.0, "w",
+                            {None: "held: 3 outputs"}), "only 'weights' awake"),
+        *held_problems(Hold({0: [HoldSample(0.4, False, 0, None, 2)],
+                             1: [HoldSample(0.4, True, 12, None, 32)]},
+                            3.0, "w", {0: "held-0: no output", 1: "held-1: 12 outputs"}),
+                       "only 'weights' awake")],
     ("keep-aborts", "custody/pause-in-flight"): [
         "/pause?mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("keep-aborts", "custody/sleep-in-flight"): [
@@ -475,7 +477,7 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         held_never_accepted("profile 0.32, /pause?mode=keep", gen(None, None, ended=False)),
         reply_is("200 {'status': 'paused'}", "POST /pause?mode=abort -> 500 {'error': 'aborted'} "
                  "(0.01 s)")],
-    # conformance/gating/test_partial_wake_gating.py and its offline twin
+    # conformance/gating/test_partial_wake_gating.py, over HTTP and through the Python API
     "gating/partial-wake-holds-requests": [
         "the request after waking 'kv_cache': engine 1: "
         + "; engine 1: ".join(judges.completion_problems(gen("abort", 4), 32)),
@@ -485,11 +487,12 @@ OTHER_MESSAGES: dict[str, list[str]] = {
         f"'weights'); observed {gen(None, None, ended=False).summary()}",
         "the full wake ('kv_cache' after 'weights'): POST /wake_up?tags=kv_cache got no answer "
         "within 120 s",
-        "engine 1: the request did not finish within 120 s of the full wake; observed held-0: "
-        "3 outputs | held-1: no output",
+        "engine 1: no end to the request within 120 s of the full wake ('kv_cache' after "
+        "'weights'); observed held-1: 0 outputs in phases []; no output",
         held_never_accepted("only 'weights' awake", gen(None, None, ended=False)),
-        reply_is("200 {'status': 'sleeping'}", "POST /wake_up?tags=weights -> 200 {'status': "
-                 "'awake'} (0.01 s)")],
+        *answer_problems(Answer("wake_up", {"tags": ["weights"]},
+                                Reply("POST", "/wake_up?tags=weights", 200, {"status": "awake"}, 0.01)),
+                         awake=False)],
     "flags/sleep-level": [
         state_is("after /sleep?level=1", asleep(1), AWAKE),  # the sleep did not happen at all
         state_is("after /sleep?level=2", asleep(2), StateView(True, False, SLEEP_GAUGE[2])),

@@ -8,25 +8,25 @@ from typing import Any
 
 import pytest
 
+from fixtures.judging.assertions import held_problems
 from fixtures.judging.golden import KvRelease, kv_release_problems
-from fixtures.observing.client import Generation, Reply
+from fixtures.observing.client import Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
-from fixtures.observing.offline import Called, Delivery
-from fixtures.protocol.output import Hold, Request
+from fixtures.observing.offline import Called
+from fixtures.protocol.generation import Hold, HoldSample, Outcome
 from fixtures.protocol.parts import Answer, State
 
 REF = [5, 6, 7, 8]
 PAUSE = "pause(mode='keep')"
 ASLEEP = {"is_sleeping": True, "is_paused": True}
 AWAKE = {"is_sleeping": False, "is_paused": False}
-QUIET = Hold(3.0, 0, 0)
+QUIET = Hold({None: [HoldSample(3.0, False, 0, 0.0, 0)]}, 3.0, "a 3 s window", {None: "held"})
 CPU_RAISED = ("Worker failed with error 'Selective discard is not supported on CPU.', please check "
               "the stack trace above for the root cause")
 
 
-def out(ids: list[int], finished: bool = False) -> dict[str, Any]:
-    return {"phase": "awake", "token_ids": ids, "finished": finished,
-            "finish_reason": "length" if finished else None, "logprobs": None}
+def ended(ids: list[int], reason: str | None = "length", finals: int = 1) -> Outcome:
+    return Outcome(finals > 0, ids, len(ids), reason, None, finals, f"{len(ids)} ids, {reason}")
 
 
 def called(call: str, method: str, value: Any = None, raised: str | None = None, **args: Any) -> Answer:
@@ -45,17 +45,10 @@ def offline(platform: str = "cuda", **changes: Any) -> KvRelease:
                     state_released=State(ASLEEP, None, False), hold=QUIET,
                     woke=called("wake_up", "wake_up", True, tags=["kv_cache"]),
                     state_woken=State(AWAKE, None, False),
-                    held=Request(Delivery("request-1", [out(REF[:2]), out(REF[2:], True)]), "delta"),
-                    fresh=Request(Delivery("request-2", [out(REF, True)]), "final_only"))
+                    held=ended(REF), fresh=ended(REF))
     for key, value in changes.items():
         setattr(obs, key, value)
     return obs
-
-
-def generation(ids: list[int], reason: str = "length") -> Generation:
-    gen = Generation(stream=True, max_tokens=len(REF))
-    gen.finish_reasons, gen.completion_tokens, gen.token_ids = {0: reason}, len(ids), ids
-    return gen
 
 
 def http(platform: str = "cuda", **changes: Any) -> KvRelease:
@@ -71,7 +64,7 @@ def http(platform: str = "cuda", **changes: Any) -> KvRelease:
                     woke=replied("wake_up", 200, {"status": "awake", "tags": ["kv_cache"]},
                                  tags=["kv_cache"]),
                     state_woken=State(AWAKE, AWAKE_GAUGE, True),
-                    held=Request(generation(REF), "stream"), fresh=Request(generation(REF), "final_only"))
+                    held=ended(REF), fresh=ended(REF))
     for key, value in changes.items():
         setattr(obs, key, value)
     return obs
@@ -115,10 +108,11 @@ def test_kv_release_judges_the_gauge_where_the_transport_reads_it():
 
 
 def test_kv_release_fails_when_a_request_runs_on_released_memory():
-    for obs in (offline(hold=Hold(3.0, 2, 1)), http(hold=Hold(3.0, 2, 2))):
-        assert kv_release_problems(obs) == [
-            f"a request submitted after the release ran before the kv_cache wake: 2 tokens processed, "
-            f"{obs.hold.delivered} outputs delivered within 3.0 s"]
+    ran = Hold({None: [HoldSample(1.0, False, 1, None, 2)]}, 3.0, "a 3 s window", {None: "2 tokens"})
+    expected = held_problems(ran, "a request submitted after the release, before the kv_cache wake")
+    assert expected and "2 token" in expected[0]
+    for obs in (offline(hold=ran), http(hold=ran)):
+        assert kv_release_problems(obs) == expected
 
 
 def test_kv_release_fails_on_flags_wake_and_output():
@@ -126,21 +120,26 @@ def test_kv_release_fails_on_flags_wake_and_output():
         state_released=State({"is_sleeping": False, "is_paused": True}, None, False),
         woke=called("wake_up", "wake_up", False, tags=["kv_cache"]),
         state_woken=State(ASLEEP, None, False),
-        held=Request(Delivery("request-1"), "delta"), fresh=None))
+        held=ended([], None, 0), fresh=None))
     assert problems == [
         f"after {PAUSE} and the release: expected is_sleeping, is_paused True; observed "
         "{'is_sleeping': False, 'is_paused': True}",
         "wake_up() returned False (0.00 s); expected True",
         "after wake_up(tags=['kv_cache']): expected is_sleeping, is_paused False; observed "
         "{'is_sleeping': True, 'is_paused': True}",
-        "the request held over the release: nothing was delivered",
+        "the request held over the release: finish reasons [None], expected all 'length'",
+        "the request held over the release: 0 completion tokens, expected 4",
+        "the request held over the release: token ids differ from the uninterrupted run from "
+        "position 0 (0 vs 4 ids)",
+        "the request held over the release: observed 0 ids, None",
         "no fresh request was run after the wake (the engine was not awake)"]
-    drift = kv_release_problems(offline(fresh=Request(Delivery("request-2", [out([5, 6, 7, 9], True)]),
-                                                      "final_only")))
-    assert drift == ["a fresh request after the wake: final output: 4 ids, expected 4; first "
-                     "difference at position 3"]
-    cut = kv_release_problems(http(held=Request(generation(REF[:2], "abort"), "stream")))
+    drift = kv_release_problems(offline(fresh=ended([5, 6, 7, 9])))
+    assert drift == ["a fresh request after the wake: token ids differ from the uninterrupted run "
+                     "from position 3 (4 vs 4 ids)", "a fresh request after the wake: observed 4 ids, length"]
+    cut = kv_release_problems(http(held=ended(REF[:2], "abort")))
     assert cut[0] == "the request held over the release: finish reasons ['abort'], expected all 'length'"
+    twice = kv_release_problems(http(held=ended(REF, finals=2)))
+    assert twice[0] == "the request held over the release: 2 outputs are marked finished; exactly one must be"
 
 
 @pytest.mark.parametrize("label", ["sleep(level=0)", PAUSE])

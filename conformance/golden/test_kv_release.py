@@ -16,8 +16,8 @@ FINISH_TIMEOUT_S = 30.0  # a 48-token request on an awake engine takes well unde
 
 @pytest.mark.behaviour("golden/after-kv-release")
 def test_after_kv_release(lifecycle, run_state, target, record_property):
-    control, state, output = lifecycle.control, lifecycle.observe.state, lifecycle.output
-    reference = output.reference(PROMPT, TOKENS)
+    control, state, generate = lifecycle.control, lifecycle.observe.state, lifecycle.generate
+    reference = generate.references(PROMPT, TOKENS, [None])[None]
     # The completed pause the release needs: pause(mode="keep"); LLM, which has no pause, sleeps
     # at level 0 (its docstring's precondition) unless sleep itself requires a pause (layered).
     if PAUSE in lifecycle.missing and not PROFILES[run_state.profile].sleep_requires_pause:
@@ -31,12 +31,13 @@ def test_after_kv_release(lifecycle, run_state, target, record_property):
         if refused_for_platform(obs):
             record_property("platform_note", "cpu: the KV cache cannot be discarded alone; the "
                                              "refusal and the recovery are checked")
-        held = output.start(PROMPT, TOKENS)
-        obs.hold = output.watch(held, TOKENS)
+        generate.start(PROMPT, TOKENS, [None])
+        obs.hold = generate.watch_held("a request submitted after the release")
         obs.woke = control.wake_up(["kv_cache"])
         obs.state_woken = state()
-        obs.held = output.finish(held, FINISH_TIMEOUT_S)
+        obs.held = generate.await_end(FINISH_TIMEOUT_S)[None]
         if all(v is False for v in obs.state_woken.flags.values()):
-            obs.fresh = output.finish(output.complete(PROMPT, TOKENS), FINISH_TIMEOUT_S)
+            generate.start(PROMPT, TOKENS, [None])
+            obs.fresh = generate.await_end(FINISH_TIMEOUT_S)[None]
     problems = kv_release_problems(obs)
     assert not problems, "; ".join(problems)

@@ -13,10 +13,11 @@ from fixtures.axes.offline_engines import BY_NAME, engines_named
 from fixtures.errors import HarnessError
 from fixtures.in_target import offline_apis, offline_host
 from fixtures.judging.judges import standing_problems
-from fixtures.judging.offline_custody import DrainObservation, drain_began_late, finished_before_call
+from fixtures.judging.offline_custody import finished_before_call
 from fixtures.judging.offline_judges import return_problems
 from fixtures.observing.api_shape import ApiShape
 from fixtures.observing.offline import IN_FLIGHT_TRIES, Called, Delivery, NotInFlightError, OfflineClient
+from fixtures.protocol.drain import DrainObservation, drain_began_late
 
 
 class FakeOutput:

@@ -10,19 +10,19 @@ from fixtures.judging.protocol_judges import answer_problems, state_problems
 from fixtures.observing.client import Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
 from fixtures.observing.offline import Called
-from fixtures.protocol.capabilities import GAUGE, PAUSE, python_api_missing
+from fixtures.protocol.capabilities import DEEP_DRAIN, GAUGE, PAUSE, python_api_missing
 from fixtures.protocol.parts import Answer, Lifecycle, State
 
 
 def test_each_python_api_engine_declares_what_it_lacks():
-    assert set(python_api_missing(BY_NAME["AsyncLLM-MP0"])) == {GAUGE}
-    assert set(python_api_missing(BY_NAME["LLM-MP1"])) == {GAUGE, PAUSE}
-    assert set(python_api_missing(BY_NAME["LLM-MP0"])) == {GAUGE, PAUSE}
+    assert set(python_api_missing(BY_NAME["AsyncLLM-MP0"])) == {GAUGE, DEEP_DRAIN}
+    assert set(python_api_missing(BY_NAME["LLM-MP1"])) == {GAUGE, PAUSE, DEEP_DRAIN}
+    assert set(python_api_missing(BY_NAME["LLM-MP0"])) == {GAUGE, PAUSE, DEEP_DRAIN}
 
 
 def test_a_missing_capability_skips_with_the_transports_reason():
     lifecycle = Lifecycle("offline", None, None, {PAUSE: "no pause here"},  # type: ignore[arg-type]
-                          output=None, generate=None)  # type: ignore[arg-type]
+                          output=None, generate=None, drain=None)  # type: ignore[arg-type]
     lifecycle.require(GAUGE)
     with pytest.raises(pytest.skip.Exception, match="offline lacks pause: no pause here"):
         lifecycle.require(PAUSE)

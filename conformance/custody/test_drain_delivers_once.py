@@ -3,8 +3,8 @@
 import pytest
 
 from fixtures.judging import delivery
-from fixtures.judging.offline_custody import observe_drain
 from fixtures.judging.offline_judges import return_problems
+from fixtures.protocol.drain import observe_drain
 
 MP_ENGINES = ("LLM-MP1", "AsyncLLM-MP1", "AsyncLLM-MP0")
 

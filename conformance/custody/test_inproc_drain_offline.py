@@ -2,9 +2,10 @@
 
 import pytest
 
-from fixtures.judging.offline_custody import drain_problems, observe_drain
+from fixtures.judging.offline_custody import drain_problems
 from fixtures.judging.offline_judges import inproc_wait_problems
 from fixtures.observing.offline import Delivery
+from fixtures.protocol.drain import observe_drain
 
 
 @pytest.mark.behaviour("custody/inproc-drain-before-offload")

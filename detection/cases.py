@@ -77,8 +77,8 @@ _KEYWORDS = {
     "weights-lora-slots-stale": "lora_follows_sync",
     # Its slice as it stands, named, so that it narrows a merged case as it does alone.
     "partial-wake-resumes": "partial_wake or awake_baseline or pause_resume",
-    # Only a keep pause or a keep sleep reaches it.
-    "dp-keep-aborts-one-rank": "keep",
+    # Only a keep pause or a keep sleep reaches it; beyond one engine HTTP skips keep-recompute.
+    "dp-keep-aborts-one-rank": "keep and not recompute",
     # Every mode shows it the same way, and each failed instance costs a dp2 restart: the keep
     # pause is enough (its symptom is the plainest: the ranks kept working).
     "dp-pause-completes-before-consensus": "keep",

@@ -567,7 +567,7 @@ def test_a_parameter_one_transport_alone_has_takes_one_value_on_the_others():
     assert runs("single", mode="wait", stream=False, offline_engine=None)  # HTTP: every value
     assert not runs("single", mode="wait", stream=False, offline_engine=engine)  # on every topology
     assert runs("single", mode="wait", stream=True, offline_engine=engine)
-    assert runs("dp2", mode="wait", stream=True, offline_engine=engine)  # the HTTP narrowing skips it
+    assert runs("dp2", mode="wait", stream=True, offline_engine=engine)  # the HTTP narrowing passes it by
     assert not runs("dp2", mode="wait", stream=True, offline_engine=None)
     assert runs("dp2", mode="keep", stream=False, offline_engine=None)
 
@@ -579,9 +579,12 @@ def test_the_custody_family_runs_one_dp2_instance_per_mode_and_call():
     assert dp2 == sorted([
         *(f"test_late_arrival[MRV1-eager-dp2-{m}-stream]" for m in modes),
         *(f"test_async_late_arrival[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
-        *(f"test_pause_in_flight[MRV1-eager-dp2-{t}-{m}-stream-completions]"
-          for t in ("http", "AsyncLLM-MP1") for m in (*modes, "keep-recompute")),
+        *(f"test_pause_in_flight[MRV1-eager-dp2-http-{m}-stream-completions]" for m in modes),
+        # The Python API's keep pause clears the cache: keep-recompute there.
+        *(f"test_pause_in_flight[MRV1-eager-dp2-AsyncLLM-MP1-{m}-stream-completions]"
+          for m in ("abort", "wait", "keep-recompute")),
         *(f"test_sleep_in_flight[MRV1-eager-dp2-level1-{m}]" for m in modes)])
     single = _collect("-k", "MRV1-eager and single and test_pause_in_flight[")
-    # the single engine keeps its cross-product, 4 modes x stream x api, over HTTP and each AsyncLLM
-    assert len(single) == 3 * 16
+    # the single engine keeps its cross-product over HTTP, 4 modes x stream x api; each AsyncLLM
+    # runs the three modes it has, streamed completions
+    assert len(single) == 16 + 2 * 3

@@ -77,8 +77,8 @@ _KEYWORDS = {
     "weights-lora-slots-stale": "lora_follows_sync",
     # Its slice as it stands, named, so that it narrows a merged case as it does alone.
     "partial-wake-resumes": "partial_wake or awake_baseline or pause_resume",
-    # Only a keep pause or a keep sleep reaches it; beyond one engine HTTP skips keep-recompute.
-    "dp-keep-aborts-one-rank": "keep and not recompute",
+    # Only a keep pause or a keep sleep reaches it.
+    "dp-keep-aborts-one-rank": "keep",
     # Every mode shows it the same way, and each failed instance costs a dp2 restart: the keep
     # pause is enough (its symptom is the plainest: the ranks kept working).
     "dp-pause-completes-before-consensus": "keep",
@@ -292,9 +292,11 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         name="offline-wait-skips-drain", fault="wait-skips-drain",
         behaviours=("custody/drain-before-offload",), expect_fail=("custody/drain-before-offload",),
         # Level 2 skips through the Python API (capabilities.DEEP_DRAIN): a skip breaks a slice.
-        keyword=f"{variant} and ((LLM-MP1 and not AsyncLLM) or AsyncLLM-MP1) and not level2",
+        # The fault is the engine core's, which LLM reaches the same way: AsyncLLM's host alone
+        # (an LLM host of its own would cost the merged case a third start).
+        keyword=f"{variant} and AsyncLLM-MP1 and not level2",
         transport="offline",
-        summary="through LLM and AsyncLLM (multiprocess): sleep(mode='wait') cuts the request",
+        summary="through AsyncLLM (multiprocess): sleep(mode='wait') cuts the request",
         symptoms={"custody/drain-before-offload": OFFLINE_DRAIN_CUT},
     ))
     out.append(Case(

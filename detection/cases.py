@@ -292,9 +292,11 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         name="offline-wait-skips-drain", fault="wait-skips-drain",
         behaviours=("custody/drain-before-offload",), expect_fail=("custody/drain-before-offload",),
         # Level 2 skips through the Python API (capabilities.DEEP_DRAIN): a skip breaks a slice.
-        keyword=f"{variant} and ((LLM-MP1 and not AsyncLLM) or AsyncLLM-MP1) and not level2",
+        # The fault is the engine core's, which LLM reaches the same way: AsyncLLM's host alone
+        # (an LLM host of its own would cost the merged case a third start).
+        keyword=f"{variant} and AsyncLLM-MP1 and not level2",
         transport="offline",
-        summary="through LLM and AsyncLLM (multiprocess): sleep(mode='wait') cuts the request",
+        summary="through AsyncLLM (multiprocess): sleep(mode='wait') cuts the request",
         symptoms={"custody/drain-before-offload": OFFLINE_DRAIN_CUT},
     ))
     out.append(Case(

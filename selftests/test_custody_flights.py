@@ -11,6 +11,7 @@ import pytest
 from fixtures.errors import HarnessError
 from fixtures.judging import custody, judges
 from fixtures.observing.client import Generation, Reply
+from fixtures.observing.flights import Flight
 
 REFERENCE = list(range(100, 116))
 
@@ -33,13 +34,13 @@ def paused() -> Reply:
 
 
 def test_an_abort_judges_each_engine_and_names_the_one_whose_ids_changed():
-    flights = [custody.Flight(ended("abort", REFERENCE[:5]), 16, REFERENCE, 0),
-               custody.Flight(ended("abort", [*REFERENCE[:3], 7]), 16, REFERENCE, 1)]
+    flights = [Flight(ended("abort", REFERENCE[:5]), 16, REFERENCE, 0),
+               Flight(ended("abort", [*REFERENCE[:3], 7]), 16, REFERENCE, 1)]
     problems = custody.abort_fates_problems(engine(), flights, paused, {"status": "paused"})  # type: ignore[arg-type]
     assert problems == ["engine 1: token ids differ from the uninterrupted run from position 3 "
                         "(4 ids delivered, 16 in the run)"]
     # One engine: the same judges, no engine named.
-    alone = [custody.Flight(ended("length", REFERENCE), 16, REFERENCE)]
+    alone = [Flight(ended("length", REFERENCE), 16, REFERENCE)]
     found = custody.abort_fates_problems(engine(), alone, paused, {"status": "paused"})  # type: ignore[arg-type]
     assert found[0] == "finish reasons ['length'], expected all 'abort'"
     assert found[1] == "16 tokens: the request ran to its end, not cut by abort"
@@ -47,8 +48,8 @@ def test_an_abort_judges_each_engine_and_names_the_one_whose_ids_changed():
 
 def test_a_wait_judges_every_engine_by_its_own_reference():
     other = [9, *REFERENCE[1:]]
-    flights = [custody.Flight(ended("length", REFERENCE), 16, REFERENCE, 0),
-               custody.Flight(ended("length", REFERENCE), 16, other, 1)]
+    flights = [Flight(ended("length", REFERENCE), 16, REFERENCE, 0),
+               Flight(ended("length", REFERENCE), 16, other, 1)]
     problems = custody.wait_fates_problems(engine(), flights, paused, {"status": "paused"})  # type: ignore[arg-type]
     assert problems[0] == ("engine 1: token ids differ from the uninterrupted run from position 0 "
                            "(16 vs 16 ids)")
@@ -67,7 +68,7 @@ def test_a_keep_names_the_engine_that_cut_its_request(monkeypatch):
         frozen.done.set()
         return Reply("POST", "/resume", 200, {"status": "resumed"}, 0.01)
 
-    flights = [custody.Flight(frozen, 16, REFERENCE, 0), custody.Flight(cut, 16, REFERENCE, 1)]
+    flights = [Flight(frozen, 16, REFERENCE, 0), Flight(cut, 16, REFERENCE, 1)]
     problems = custody.keep_fates_problems(engine(), flights, paused, {"status": "paused"}, resume)  # type: ignore[arg-type]
     assert problems[:2] == ["engine 1: finish reasons ['abort'], expected all 'length'",
                             "engine 1: 4 completion tokens, expected 16"]
@@ -77,8 +78,8 @@ def test_a_keep_names_the_engine_that_cut_its_request(monkeypatch):
 def test_a_request_over_before_the_call_makes_the_trial_an_error():
     over = ended("length", REFERENCE)
     over.ended = time.monotonic() - 5
-    flights = [custody.Flight(ended("abort", REFERENCE[:3]), 16, REFERENCE, 0),
-               custody.Flight(over, 16, REFERENCE, 1)]
+    flights = [Flight(ended("abort", REFERENCE[:3]), 16, REFERENCE, 0),
+               Flight(over, 16, REFERENCE, 1)]
     with pytest.raises(HarnessError, match=r"ended 5.* before the call was sent"):
         custody.abort_fates_problems(engine(), flights, paused, {"status": "paused"})  # type: ignore[arg-type]
 

@@ -22,10 +22,11 @@ from fixtures.judging.assertions import held_problems, hold_problems
 from fixtures.judging.protocol_judges import answer_problems, state_problems
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, StateView
+from fixtures.observing.flights import Flight
 from fixtures.observing.offline import Called
 from fixtures.observing.sync_state import Seen, StateSnapshot
 from fixtures.observing.weight_sync import WeightCall
-from fixtures.protocol.generation import Hold, HoldSample
+from fixtures.protocol.generation import Hold, HoldSample, Outcome
 from fixtures.protocol.parts import Answer, State
 from thresholds import judges as measured
 from thresholds import load_limits
@@ -175,8 +176,21 @@ def on_engines(call: str, *reasons: str) -> str:
     problems: list[str] = []
     for rank, reason in enumerate(reasons):
         seen = gen(reason, 3 if reason == "abort" else 8, chunks=3 if reason == "abort" else 8)
-        problems += custody.Flight(seen, 8, None, rank).says(judges.completion_problems(seen, 8))
+        problems += Flight(seen, 8, None, rank).says(judges.completion_problems(seen, 8))
     return f"{call}: " + "; ".join(problems)
+
+
+def ended(finish: str, tokens: int) -> Outcome:
+    """One request that reached its caller ended, as the generation part records it."""
+    return Outcome(True, list(range(tokens)), tokens, finish, None, 1, f"{finish} at {tokens}", "paused")
+
+
+def paused_on_engines(mode: str, *reasons: str) -> str:
+    """custody.pause_fate_problems over one request per data-parallel engine, each ending with
+    its reason ('abort' cut at 3 tokens; the test's prefix: the pause)."""
+    return f"/pause?mode={mode}: " + "; ".join(
+        f"engine {rank}: {p}" for rank, reason in enumerate(reasons)
+        for p in custody.pause_fate_problems(mode, ended(reason, 3 if reason == "abort" else 8), 8, None))
 
 
 def _sleep_ops_text(sleeps: int, wakes: int, releases: int, releases_in_flight: int) -> str:
@@ -224,12 +238,11 @@ FAULT_MESSAGES: dict[tuple[str, str], list[str]] = {
                             3.0, "w", {0: "held-0: no output", 1: "held-1: 12 outputs"}),
                        "only 'weights' awake")],
     ("keep-aborts", "custody/pause-in-flight"): [
-        "/pause?mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
+        "/pause?mode=keep: " + "; ".join(custody.pause_fate_problems("keep", ended("abort", 3), 8, None))],
     ("keep-aborts", "custody/sleep-in-flight"): [
         "/sleep?level=1&mode=keep: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],
     ("dp-keep-aborts-one-rank", "custody/pause-in-flight"): [
-        on_engines("/pause?mode=keep", "length", "abort"),
-        on_engines("/pause?mode=keep", "length", "abort", "abort")],
+        paused_on_engines("keep", "length", "abort"), paused_on_engines("keep", "length", "abort", "abort")],
     ("dp-keep-aborts-one-rank", "custody/sleep-in-flight"): [
         on_engines("/sleep?level=1&mode=keep", "length", "abort")],
     ("wait-skips-drain", "custody/sleep-in-flight"): [
@@ -438,10 +451,9 @@ OTHER_MESSAGES: dict[str, list[str]] = {
                                 _loaded(1, "B-dp1.safetensors")], INIT_SESSION, "s")],
     # Every engine cut (keep-aborts on each rank), or only the first: not one rank off the others.
     "custody/pause-in-flight": [
-        on_engines("/pause?mode=keep", "abort", "abort"),
-        on_engines("/pause?mode=keep", "abort", "length"),
+        paused_on_engines("keep", "abort", "abort"), paused_on_engines("keep", "abort", "length"),
         "/pause?mode=keep: engine 1: " + "; ".join(judges.freeze_problems(3, 5, 8)),
-        "/pause?mode=abort: engine 1: " + "; ".join(judges.abort_problems(gen("length", 8), 8))],
+        paused_on_engines("abort", "abort", "length")],
     "custody/sleep-in-flight": [
         on_engines("/sleep?level=1&mode=keep", "abort", "abort"),
         "/sleep?level=1&mode=wait: engine 1: " + "; ".join(judges.completion_problems(gen("abort", 3), 8))],

@@ -29,7 +29,7 @@ from fixtures.errors import ConfigError, HarnessError
 from fixtures.in_target.tiny_model import DECLARED_EXPERTS, moe_declared
 from fixtures.judging import topology_judges as tj
 from fixtures.launching.config import build_config
-from fixtures.observing import process_cpu
+from fixtures.observing import metrics, process_cpu
 from fixtures.plugin import items
 from fixtures.spec.catalog import CatalogError, coverage_problems, parse_catalog
 from thresholds import Limit, load_limits
@@ -139,8 +139,8 @@ vllm:engine_sleep_state{engine="1",model_name="m",sleep_state="discard_all"} 0.0
 
 
 def test_per_engine_counters_and_gauges():
-    assert tj.per_engine(METRICS, tj.SUCCESS_TOTAL, 2) == {"0": 6.0, "1": 2.0}
-    assert tj.per_engine(METRICS, tj.SUCCESS_TOTAL, 3)["2"] == 0.0
+    assert metrics.per_engine(METRICS, tj.SUCCESS_TOTAL, 2) == {"0": 6.0, "1": 2.0}
+    assert metrics.per_engine(METRICS, tj.SUCCESS_TOTAL, 3)["2"] == 0.0
     seen = tj.gauges(METRICS, 2)
     assert seen == {"0": (0.0, 1.0, 0.0), "1": (1.0, 0.0, 0.0)}
     assert tj.gauge_problems({"0": (0.0, 1.0, 0.0), "1": (0.0, 1.0, 0.0)}, (0.0, 1.0, 0.0), "s") == []
@@ -519,14 +519,17 @@ def test_the_engine_core_is_pinned_for_one_engine_and_left_free_under_data_paral
         stop_process_group(proc, grace=2)
 
 
-def _instance_item(topology: str, marker: dict[str, object] | None, round_: int = 1,
-                   **params: object) -> SimpleNamespace:
-    """A collected instance as fixtures/plugin/items.py reads it."""
+def _instance_item(topology: str, marker: dict[str, object] | None, round_: int = 1, *,
+                   marks: tuple[SimpleNamespace, ...] = (), **params: object) -> SimpleNamespace:
+    """A collected instance as fixtures/plugin/items.py reads it: `marker` its topology_params
+    for every transport, `marks` any others."""
     spec = SimpleNamespace(id="-".join(map(str, params.values())), params={
         "topology": topology_named(topology), "lifecycle_round": round_, **params})
-    mark = SimpleNamespace(kwargs=marker) if marker is not None else None
+    found = [*marks]
+    if marker is not None:
+        found.append(SimpleNamespace(name=items.TOPOLOGY_PARAMS, args=(), kwargs=marker))
     return SimpleNamespace(callspec=spec, fixturenames=("topology_engine",), stash={}, nodeid="t::x",
-                           get_closest_marker=lambda name: mark if name == items.TOPOLOGY_PARAMS else None)
+                           iter_markers=lambda name: [m for m in found if m.name == name])
 
 
 def test_beyond_one_engine_only_the_named_parameters_and_the_topology_rounds_run():
@@ -552,6 +555,23 @@ def test_beyond_one_engine_only_the_named_parameters_and_the_topology_rounds_run
         items.runs_on_its_topology(_instance_item("dp2", {"level": 1}, mode="wait"), 1, 1)  # type: ignore[arg-type]
 
 
+def test_a_parameter_one_transport_alone_has_takes_one_value_on_the_others():
+    offline = SimpleNamespace(name=items.TRANSPORT_PARAMS, args=("offline",), kwargs={"stream": True})
+    http_dp2 = SimpleNamespace(name=items.TOPOLOGY_PARAMS, args=("http",), kwargs={"mode": ("keep",)})
+    engine = SimpleNamespace(name="AsyncLLM-MP1")
+
+    def runs(topology: str, **params: object) -> bool:
+        item = _instance_item(topology, None, marks=(offline, http_dp2), **params)
+        return items.runs_on_its_topology(item, 1, 1)  # type: ignore[arg-type]
+
+    assert runs("single", mode="wait", stream=False, offline_engine=None)  # HTTP: every value
+    assert not runs("single", mode="wait", stream=False, offline_engine=engine)  # on every topology
+    assert runs("single", mode="wait", stream=True, offline_engine=engine)
+    assert runs("dp2", mode="wait", stream=True, offline_engine=engine)  # the HTTP narrowing passes it by
+    assert not runs("dp2", mode="wait", stream=True, offline_engine=None)
+    assert runs("dp2", mode="keep", stream=False, offline_engine=None)
+
+
 def test_the_custody_family_runs_one_dp2_instance_per_mode_and_call():
     dp2 = sorted(ln.split("::")[-1] for ln in _collect("-k", "MRV1-eager and dp2 and (pause_in_flight or "
                                                             "late_arrival or sleep_in_flight)"))
@@ -559,8 +579,12 @@ def test_the_custody_family_runs_one_dp2_instance_per_mode_and_call():
     assert dp2 == sorted([
         *(f"test_late_arrival[MRV1-eager-dp2-{m}-stream]" for m in modes),
         *(f"test_async_late_arrival[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
-        *(f"test_pause_in_flight[MRV1-eager-dp2-{m}-stream-completions]" for m in modes),
-        *(f"test_pause_in_flight_offline[MRV1-eager-dp2-AsyncLLM-MP1-{m}]" for m in modes),
+        *(f"test_pause_in_flight[MRV1-eager-dp2-http-{m}-stream-completions]" for m in modes),
+        # The Python API's keep pause clears the cache: keep-recompute there.
+        *(f"test_pause_in_flight[MRV1-eager-dp2-AsyncLLM-MP1-{m}-stream-completions]"
+          for m in ("abort", "wait", "keep-recompute")),
         *(f"test_sleep_in_flight[MRV1-eager-dp2-level1-{m}]" for m in modes)])
     single = _collect("-k", "MRV1-eager and single and test_pause_in_flight[")
-    assert len(single) == 16  # the single engine keeps its cross-product: 4 modes x stream x api
+    # the single engine keeps its cross-product over HTTP, 4 modes x stream x api; each AsyncLLM
+    # runs the three modes it has, streamed completions
+    assert len(single) == 16 + 2 * 3

@@ -5,6 +5,7 @@ import pytest
 
 from fixtures.judging import custody
 from fixtures.observing.engine import IN_FLIGHT_PROMPT
+from fixtures.observing.flights import flight_size, start_flights
 from fixtures.spec.profiles import MODES
 
 
@@ -19,10 +20,10 @@ def test_sleep_in_flight(topology_engine, topology, level, mode):
     recomputed after the wake, so its ids are compared only at level 0. An aborted request's
     ids must be the start of its uninterrupted run."""
     engine = topology_engine
-    size = custody.flight_size(engine, topology.ranks)
+    size = flight_size(engine, topology.ranks)
     exact = mode != "keep" or level == 0
     references = engine.references(IN_FLIGHT_PROMPT, size, ranks=topology.ranks) if exact else {}
-    flights = custody.start_flights(engine, topology.ranks, IN_FLIGHT_PROMPT, size, references)
+    flights = start_flights(engine, topology.ranks, IN_FLIGHT_PROMPT, size, references)
 
     def sleep():
         return engine.control.sleep(level, mode)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
@@ -560,6 +560,10 @@ def explore(engine: Engine, engines: int, examples: int, run_state, request, rec
         max_examples=examples, stateful_step_count=suite.explore_steps,
         deadline=None, database=database, print_blob=True,
         suppress_health_check=list(HealthCheck),
+        # Hypothesis's explain phase replays the shrunk sequence with its parts varied, each
+        # replay real calls on the live server, to annotate the test code's lines; the curl
+        # lines of the reproduction already say what failed.
+        phases=[p for p in settings.default.phases if p is not Phase.explain],
     )
     try:
         instance = Instance(profile=engine.profile, variant=engine.variant.name, transport="http",

@@ -9,6 +9,7 @@ from fixtures.judging import topology_judges as tj
 from fixtures.judging.assertions import finished_fully, reply_is, state_on_every_engine
 from fixtures.observing.client import Generation
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE, Engine
+from fixtures.observing.metrics import per_engine
 
 MAX_TOKENS = 16
 # Enough requests that the DP load balancer gives every engine some (it spreads by load).
@@ -44,7 +45,7 @@ def test_every_rank_follows(topology_engine, topology):
     reply_is(e.control.wake_up(["weights"]), 200, {"status": "sleeping"})
     state_on_every_engine(e, n, "/wake_up?tags=weights", (True, True), SLEEP_GAUGE[1])
 
-    before = tj.per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
+    before = per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
     sent = REQUESTS_PER_ENGINE * n
     gens = [e.gen.start(f"rank request {i}", MAX_TOKENS, stream=True) for i in range(sent)]
     counted = e.wait_load(at_least=sent, unless=lambda: any(g.done.is_set() or g.chunks for g in gens))
@@ -62,7 +63,7 @@ def test_every_rank_follows(topology_engine, topology):
             f"held request #{i} did not finish within {e.request_timeout:.0f} s of the full wake "
             f"(an engine the wake did not reach keeps it): {gen.summary()}")
         finished_fully(gen, MAX_TOKENS, f"held request #{i} after the full wake")
-    after = tj.per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
+    after = per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
     problems = tj.served_problems(before, after, sent, "after the full wake")
     assert not problems, "; ".join(problems)
 

@@ -4,7 +4,8 @@ after it (while requests arrive) must be a harmless no-op, and every request mus
 import pytest
 
 from fixtures.judging.assertions import consensus_flags, finished_fully, reply_is
-from fixtures.judging.topology_judges import SUCCESS_TOTAL, per_engine, served_problems
+from fixtures.judging.topology_judges import SUCCESS_TOTAL, served_problems
+from fixtures.observing.metrics import per_engine
 
 MAX_TOKENS = 16
 REQUESTS_PER_ENGINE = 4

@@ -7,6 +7,7 @@ import pytest
 from fixtures.judging import topology_judges as tj
 from fixtures.judging.assertions import finished_fully, reply_is, state_on_every_engine
 from fixtures.observing.engine import AWAKE_GAUGE, SLEEP_GAUGE
+from fixtures.observing.metrics import per_engine
 
 MAX_TOKENS = 32
 # Enough requests that the DP load balancer gives every engine some (it spreads by load).
@@ -16,7 +17,7 @@ REQUESTS_PER_ENGINE = 4
 def send_and_finish(e, n: int, label: str, refuse_sleep: bool = False) -> None:
     """Requests for every engine; they finish in full, every engine finishing some. With
     refuse_sleep, an un-paused /sleep is sent while they run and must be refused."""
-    before = tj.per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
+    before = per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
     sent = REQUESTS_PER_ENGINE * n
     gens = [e.gen.start(f"{label} {i}", MAX_TOKENS, stream=True) for i in range(sent)]
     e.wait_load(at_least=1)
@@ -30,7 +31,7 @@ def send_and_finish(e, n: int, label: str, refuse_sleep: bool = False) -> None:
         assert gen.done.wait(e.request_timeout), (
             f"{label} #{i} did not finish within {e.request_timeout:.0f} s: {gen.summary()}")
         finished_fully(gen, MAX_TOKENS, f"{label} #{i}")
-    after = tj.per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
+    after = per_engine(e.control.metrics_text(), tj.SUCCESS_TOTAL, n)
     problems = tj.served_problems(before, after, sent, label)
     assert not problems, "; ".join(problems)
 

@@ -12,6 +12,7 @@ from fixtures.errors import HarnessError
 from fixtures.judging import custody, judges
 from fixtures.observing.client import Generation, Reply
 from fixtures.observing.flights import Flight
+from fixtures.protocol.generation import Outcome
 
 REFERENCE = list(range(100, 116))
 
@@ -89,3 +90,13 @@ def test_a_prefix_is_judged_on_what_was_delivered():
     assert judges.prefix_problems(ended("abort", []), REFERENCE) == []
     assert judges.prefix_problems(ended("abort", [*REFERENCE, 1]), REFERENCE) == [
         "token ids differ from the uninterrupted run from position 16 (17 ids delivered, 16 in the run)"]
+
+
+def test_a_wait_pause_drains_every_request_before_any_resume():
+    def seen(ended: bool, tokens: int) -> Outcome:
+        return Outcome(ended, list(range(tokens)), tokens, "length" if ended else None, None, int(ended), "s")
+
+    assert custody.drained_problems({None: seen(True, 16)}, 16) == []
+    late = custody.drained_problems({0: seen(True, 16), 1: seen(False, 5)}, 16)
+    assert late == [f"engine 1: request still running {custody.DRAIN_SETTLE_S:.0f} s after the call "
+                    "answered (5/16 tokens received): the call did not wait for it"]

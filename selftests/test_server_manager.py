@@ -80,15 +80,25 @@ def test_release_empties_the_group_even_when_a_child_ignores_sigterm(fake_manage
     assert fake_manager.current is None
 
 
+def started_leader(setup: str = "pass") -> subprocess.Popen[bytes]:
+    """A python leading its own group, returned once past interpreter start and ``setup``.
+
+    A signal sent before then meets an interpreter still starting (exit 1, not the signal's
+    death) or a handler not yet installed; the child says "ready" instead of a guessed sleep.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"import signal,sys,time; {setup}; print('ready', flush=True); "
+         "sys.stdout.close(); time.sleep(600)"],
+        start_new_session=True, stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    proc.stdout.close()
+    return proc
+
+
 def sigterm_ignoring_leader() -> subprocess.Popen[bytes]:
     """A process leading its own group that ignores SIGTERM (and has no children)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-         "time.sleep(600)"],
-        start_new_session=True,
-    )
-    time.sleep(0.3)
-    return proc
+    return started_leader("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
 
 
 def test_stop_process_group_kills_what_ignores_sigterm():
@@ -128,8 +138,7 @@ def test_a_leader_left_alone_is_killed_without_waiting_out_the_grace():
 
 def test_a_group_stops_at_the_first_signal_of_its_steps_that_ends_it():
     """The sweep's order: SIGINT first, so pytest finalises; the leader alone keeps the whole step."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-    time.sleep(0.3)
+    proc = started_leader()
     stop_process_group(proc, steps=((signal.SIGINT, 30.0), KILL), leader_alone=False)
     assert proc.poll() == -signal.SIGINT and group_members(proc.pid) == []
     proc = sigterm_ignoring_leader()

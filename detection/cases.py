@@ -117,7 +117,7 @@ _TOPOLOGIES = {"keep-aborts": ("single",), "wait-skips-drain": ("single",),
 # Cases merged into one (one server or host start instead of one each): each member's fault
 # patches its own functions and breaks its own behaviours, judged by its own symptom. Each group
 # was run on the real engine and every member caught (docs/faults.md); a fault that leaves the
-# engine dead (weights-sync-drops-a-tensor leaves a layer on meta) stays on its own, and a fault
+# engine dead is merged only with faults whose tests run before its own, and a fault
 # never meets the tests it breaks of another (partial-wake-resumes schedules onto a reload still
 # on meta after a sync while asleep, wait-skips-drain cuts the drain buffered-delta-dropped is
 # judged on, and a sync's resume kills the engine while dp-pause-completes-before-consensus is
@@ -128,8 +128,11 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     "weights-bookkeeping": ("weights-finish-without-session", "weights-checker-blind",
                             "weights-update-counted-twice", "weights-held-span-keeps-label",
                             "weights-session-leaks"),
-    "sleep-side-effects": ("rss-leak-per-cycle", "sleep-op-recorder-skips-failures",
-                           "sleep-flag-stale"),
+    # A lost tensor leaves a layer on meta and the engine dies at the next request: its sync
+    # tests (conformance/weights) run after the sleep faults' (flags, mechanism, metrics, misuse)
+    # on the server they share, in the suite's order (selftests/test_detection_lanes.py).
+    "side-effects-and-lost-tensor": ("rss-leak-per-cycle", "sleep-op-recorder-skips-failures",
+                                     "sleep-flag-stale", "weights-sync-drops-a-tensor"),
     "wake-and-admission": ("wake-perturbs-weights", "double-sleep-500", "late-arrival-dropped"),
     "weights-state": ("weights-finish-resumes", "weights-abort-pause-keeps-requests",
                       "weights-chunk-dtype-reinterpreted"),
@@ -160,6 +163,10 @@ _TOGETHER: dict[str, tuple[str, ...]] = {
     "offline-late-arrival-deltas-release": ("offline-late-arrival-dropped", "buffered-delta-dropped",
                                             "offline-refused-release-aborts"),
 }
+
+# Faults whose catch leaves the engine dead (the next request kills it): merged only with faults
+# whose tests run before their own (selftests/test_detection_lanes.py checks the order).
+KILLS_THE_ENGINE = ("weights-sync-drops-a-tensor",)
 
 # Faults that wedge an engine (a DP resume waits forever for the rank a wake skipped, a rank
 # woken while paused waits forever in an all-reduce): a short request timeout turns each hang
@@ -311,7 +318,15 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
         summary="through AsyncLLM and LLM: finish_weight_update resumes the scheduler",
         symptoms={"weights/sync-leaves-state": registry.FINISH_RESUMED},
     ))
-    return _merged(out, variant)
+    merged = _merged(out, variant)
+    return sorted(merged, key=lambda c: LONGEST.index(c.name) if c.name in LONGEST else len(LONGEST))
+
+
+# The side-by-side cases that take longest (two server starts each, or the exploration's search
+# and shrink) go first, so the lanes end together instead of one waiting on a long last case
+# (docs/benchmarks.md, "Detection's lanes, longest first").
+LONGEST = ("keep-aborts-and-lora", "exploration-partial-wake-resumes", "frontend-caches",
+           "offline-weights-finish-and-label")
 
 
 def _merged(singles: list[Case], variant: str) -> list[Case]:

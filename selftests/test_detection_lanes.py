@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from detection.cases import Case, cases, engines_needed, schedule
+from detection.cases import LONGEST, Case, cases, engines_needed, schedule
 from detection.lanes import Lanes
 from fixtures.spec.catalog import load_catalog
 
@@ -63,6 +63,8 @@ def test_every_real_case_is_placed_once():
     assert {c.name for c in plan.side_by_side} >= {"keep-aborts-and-lora", "partial-wake-and-drain",
                                                    "wake-and-admission", "preview-layered",
                                                    "stock-under-layered-one-engine"}
+    # The longest side-by-side cases lead, each a case that exists (a renamed one would drop out).
+    assert [c.name for c in plan.side_by_side[:len(LONGEST)]] == list(LONGEST)
 
 
 def _marked_last() -> dict[str, bool]:
@@ -96,6 +98,37 @@ def test_a_wedging_fault_merged_with_others_runs_its_tests_last_on_their_server(
     for fault in wedging:
         for bid in FAULTS[fault].breaks:
             assert marked[bid], f"{fault}: the tests of {bid} are not marked to run last"
+
+
+def _test_files() -> dict[str, set[str]]:
+    """Each behaviour (named by a literal) -> the conformance files of its tests, as paths from
+    the conformance directory (the order pytest collects them in)."""
+    root = Path(__file__).resolve().parent.parent / "conformance"
+    files: dict[str, set[str]] = {}
+    for path in root.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for d in node.decorator_list:
+                    if (isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.behaviour"
+                            and d.args and isinstance(d.args[0], ast.Constant)):
+                        files.setdefault(d.args[0].value, set()).add(path.relative_to(root).as_posix())
+    return files
+
+
+def test_a_fault_that_kills_the_engine_shares_a_case_only_with_tests_that_run_before_its_own():
+    """Its catch leaves the engine dead: a member's test after it would meet a dead server."""
+    from detection.cases import KILLS_THE_ENGINE
+    from vllm_lifecycle.faults.registry import FAULTS
+
+    files, marked = _test_files(), _marked_last()
+    merged = [c for c in cases() if any(k in str(c.fault).split(",") for k in KILLS_THE_ENGINE)]
+    assert merged, "no merged case holds a fault that kills the engine: this check checks nothing"
+    for case in merged:
+        killers = [f for f in str(case.fault).split(",") if f in KILLS_THE_ENGINE]
+        own = {b for k in killers for b in FAULTS[k].breaks}
+        others = [b for b in case.behaviours if b not in own]
+        assert not [b for b in others if marked[b]], f"{case.name}: a member's test runs last"
+        assert max(f for b in others for f in files[b]) < min(f for b in own for f in files[b]), case.name
 
 
 def test_lanes_run_alone_cases_on_every_core_then_the_rest_one_core_each():

@@ -322,6 +322,13 @@ def cases(variant: str = "MRV1-eager") -> list[Case]:
     return sorted(merged, key=lambda c: LONGEST.index(c.name) if c.name in LONGEST else len(LONGEST))
 
 
+# The cases .ci/run runs (`pytest detection --detection-smoke`): one merged case per transport,
+# side by side, so every commit proves the machinery end to end on the real engine (faults armed
+# in the API server, engine core and workers, and in the Python API's host; the lanes; the
+# judging by symptom) in about one server start. `tox -e detection` runs every case
+# (docs/faults.md: when to run it).
+SMOKE = ("work-in-flight", "offline-late-arrival-deltas-release")
+
 # The side-by-side cases that take longest (two server starts each, or the exploration's search
 # and shrink) go first, so the lanes end together instead of one waiting on a long last case
 # (docs/benchmarks.md, "Detection's lanes, longest first").

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from detection.cases import Row, cases, matrix_markdown, schedule
+from detection.cases import SMOKE, Row, cases, matrix_markdown, schedule
 from detection.lanes import Lanes, run_case
 from fixtures.launching.workers import available_cores
 from fixtures.spec.catalog import load_catalog
@@ -28,6 +28,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="cases run side by side, one CPU core each (the DP cases run alone "
                          "first); default: one per core this process may run on, 1 runs every "
                          "case alone")
+    group.addoption("--detection-smoke", action="store_true",
+                    help="only the cases .ci/run runs (detection/cases.py SMOKE): one per transport")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--detection-smoke"):
+        return
+    def smoke(item: pytest.Item) -> bool:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        return case is None or case.name in SMOKE
+
+    kept = [i for i in items if smoke(i)]
+    config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+    items[:] = kept
 
 
 def _lane_count(config: pytest.Config, cores: list[int]) -> int:

@@ -4,6 +4,8 @@ that every case's run (or its crash) reaches the test waiting on it."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -65,6 +67,29 @@ def test_every_real_case_is_placed_once():
                                                    "stock-under-layered-one-engine"}
     # The longest side-by-side cases lead, each a case that exists (a renamed one would drop out).
     assert [c.name for c in plan.side_by_side[:len(LONGEST)]] == list(LONGEST)
+
+
+def test_the_smoke_is_one_side_by_side_case_per_transport():
+    """What .ci/run runs of detection: every transport's fault arming on the real engine, in
+    one round of the lanes (no case alone on the machine)."""
+    from detection.cases import SMOKE
+
+    real = {c.name: c for c in cases()}
+    chosen = [real[name] for name in SMOKE]  # a renamed case fails here, not in CI
+    assert sorted(c.transport for c in chosen) == ["http", "offline"]
+    plan = schedule(chosen, CATALOG, 2)
+    assert plan.alone == () and all("," in str(c.fault) for c in chosen)
+
+
+def test_the_smoke_option_selects_the_smoke_cases():
+    from detection.cases import SMOKE
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "detection", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "--detection-smoke"],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True,
+                          timeout=120, check=False)
+    ids = [ln.split("[", 1)[1].rstrip("]") for ln in proc.stdout.splitlines() if "::" in ln]
+    assert sorted(ids) == sorted(SMOKE), proc.stdout + proc.stderr
 
 
 def _marked_last() -> dict[str, bool]:

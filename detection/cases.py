@@ -331,7 +331,7 @@ SMOKE = ("work-in-flight", "offline-late-arrival-deltas-release")
 
 # The side-by-side cases that take longest (two server starts each, or the exploration's search
 # and shrink) go first, so the lanes end together instead of one waiting on a long last case
-# (docs/benchmarks.md, "Detection's lanes, longest first").
+# (docs/benchmarks.md, "CI runs a detection smoke; the full matrix measured").
 LONGEST = ("keep-aborts-and-lora", "exploration-partial-wake-resumes", "frontend-caches",
            "offline-weights-finish-and-label")
 

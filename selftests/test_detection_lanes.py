@@ -92,11 +92,13 @@ def test_the_smoke_option_selects_the_smoke_cases():
     assert sorted(ids) == sorted(SMOKE), proc.stdout + proc.stderr
 
 
-def _marked_last() -> dict[str, bool]:
-    """Each conformance test's behaviour (named by a literal) -> whether every test of it is
-    marked to run last."""
-    marked: dict[str, bool] = {}
-    for path in (Path(__file__).resolve().parent.parent / "conformance").rglob("test_*.py"):
+def _behaviour_tests() -> dict[str, list[tuple[str, bool]]]:
+    """Each conformance test's behaviour (named by a literal) -> its tests, each as (its file from
+    the conformance directory: the order pytest collects them in, whether it is marked to run
+    last)."""
+    root = Path(__file__).resolve().parent.parent / "conformance"
+    found: dict[str, list[tuple[str, bool]]] = {}
+    for path in root.rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.FunctionDef):
                 continue
@@ -105,8 +107,13 @@ def _marked_last() -> dict[str, bool]:
                    and d.args and isinstance(d.args[0], ast.Constant)]
             last = "pytest.mark.ends_shared_server_on_failure" in map(ast.unparse, node.decorator_list)
             for bid in ids:
-                marked[bid] = marked.get(bid, True) and last
-    return marked
+                found.setdefault(bid, []).append((path.relative_to(root).as_posix(), last))
+    return found
+
+
+def _marked_last() -> dict[str, bool]:
+    """Each behaviour -> whether every test of it is marked to run last."""
+    return {bid: all(last for _, last in tests) for bid, tests in _behaviour_tests().items()}
 
 
 def test_a_wedging_fault_merged_with_others_runs_its_tests_last_on_their_server():
@@ -125,27 +132,12 @@ def test_a_wedging_fault_merged_with_others_runs_its_tests_last_on_their_server(
             assert marked[bid], f"{fault}: the tests of {bid} are not marked to run last"
 
 
-def _test_files() -> dict[str, set[str]]:
-    """Each behaviour (named by a literal) -> the conformance files of its tests, as paths from
-    the conformance directory (the order pytest collects them in)."""
-    root = Path(__file__).resolve().parent.parent / "conformance"
-    files: dict[str, set[str]] = {}
-    for path in root.rglob("test_*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef):
-                for d in node.decorator_list:
-                    if (isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.behaviour"
-                            and d.args and isinstance(d.args[0], ast.Constant)):
-                        files.setdefault(d.args[0].value, set()).add(path.relative_to(root).as_posix())
-    return files
-
-
 def test_a_fault_that_kills_the_engine_shares_a_case_only_with_tests_that_run_before_its_own():
     """Its catch leaves the engine dead: a member's test after it would meet a dead server."""
     from detection.cases import KILLS_THE_ENGINE
     from vllm_lifecycle.faults.registry import FAULTS
 
-    files, marked = _test_files(), _marked_last()
+    tests, marked = _behaviour_tests(), _marked_last()
     merged = [c for c in cases() if any(k in str(c.fault).split(",") for k in KILLS_THE_ENGINE)]
     assert merged, "no merged case holds a fault that kills the engine: this check checks nothing"
     for case in merged:
@@ -153,7 +145,8 @@ def test_a_fault_that_kills_the_engine_shares_a_case_only_with_tests_that_run_be
         own = {b for k in killers for b in FAULTS[k].breaks}
         others = [b for b in case.behaviours if b not in own]
         assert not [b for b in others if marked[b]], f"{case.name}: a member's test runs last"
-        assert max(f for b in others for f in files[b]) < min(f for b in own for f in files[b]), case.name
+        assert (max(f for b in others for f, _ in tests[b])
+                < min(f for b in own for f, _ in tests[b])), case.name
 
 
 def test_lanes_run_alone_cases_on_every_core_then_the_rest_one_core_each():
